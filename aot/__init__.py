@@ -1,0 +1,28 @@
+"""aot: an ahead-of-time compiler for ML models.
+
+    aot.compile("model.onnx", "model.aot")
+    session = aot.Session("model.aot")
+    outputs = session.run(None, {"x": x})
+"""
+from aot.errors import (AotError, ArtifactError, CodegenError, IRError, ModelError, RunError,
+                        UnsupportedError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AotError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",
+    "UnsupportedError", "Session", "compile", "__version__",
+]
+
+
+def __getattr__(name: str):
+    # Imported lazily so `import aot` stays cheap and never builds the runtime.
+    if name == "compile":
+        from aot.driver import compile_model
+
+        return compile_model
+    if name == "Session":
+        from aot.runtime import Session
+
+        return Session
+    raise AttributeError(f"module 'aot' has no attribute {name!r}")

@@ -1,0 +1,341 @@
+"""Writer and reader of the .aot container (the Python side).
+
+The byte layout is specified in packaging/FORMAT.md; the C reader in
+runtime_c/src/container.c implements the same checks. Both treat an artifact
+as hostile input: every offset, size and checksum is verified before a byte
+of a section is used, and every problem is an ArtifactError naming the
+section and what is wrong.
+
+Writing is deterministic: the same manifest dict (same insertion order) and
+the same sections give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence, Union
+
+import zstandard
+
+from aot.errors import ArtifactError
+
+MAGIC = b"AOTMODEL"
+FORMAT_VERSION = 1
+HEADER_SIZE = 64
+ENTRY_SIZE = 64
+MAX_SECTIONS = 64
+SECTION_ALIGN = 64
+NAME_SIZE = 24
+
+CODEC_NONE = 0
+CODEC_ZSTD = 1
+CODEC_NAMES = {CODEC_NONE: "none", CODEC_ZSTD: "zstd"}
+CODEC_IDS = {name: cid for cid, name in CODEC_NAMES.items()}
+
+# magic, version, section_count, table_offset, file_size, header_crc32, reserved
+_HEADER = struct.Struct("<8sIIQQI28s")
+# name, codec, reserved, offset, stored_size, raw_size, crc32, reserved
+_ENTRY = struct.Struct("<24sIIQQQII")
+_CRC_FIELD = slice(32, 36)
+
+assert _HEADER.size == HEADER_SIZE
+assert _ENTRY.size == ENTRY_SIZE
+
+
+@dataclass(frozen=True)
+class SectionInfo:
+    name: str
+    codec: str
+    offset: int
+    stored_size: int
+    raw_size: int
+    crc32: int
+
+
+@dataclass
+class Artifact:
+    manifest: dict
+    sections: dict[str, bytes] = field(default_factory=dict)  # decompressed, file order
+    table: list[SectionInfo] = field(default_factory=list)
+
+
+SectionSpec = Union[tuple[str, bytes], tuple[str, bytes, str]]
+
+
+def _align_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def _check_name(name: str) -> bytes:
+    if not isinstance(name, str) or not name:
+        raise ArtifactError(f"section name {name!r}: must be a non-empty string")
+    try:
+        raw = name.encode("ascii")
+    except UnicodeEncodeError:
+        raise ArtifactError(f"section name {name!r}: must be ASCII") from None
+    if len(raw) > NAME_SIZE - 1:
+        raise ArtifactError(f"section name {name!r}: longer than {NAME_SIZE - 1} characters")
+    if any(b < 0x21 or b > 0x7E for b in raw):
+        raise ArtifactError(f"section name {name!r}: must be printable ASCII without spaces")
+    return raw
+
+
+def manifest_bytes(manifest: dict) -> bytes:
+    """The exact bytes of the manifest section for `manifest`."""
+    if not isinstance(manifest, dict):
+        raise ArtifactError("manifest must be a dict")
+    try:
+        text = json.dumps(manifest, indent=1, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ArtifactError(f"manifest is not serialisable as strict JSON: {e}") from None
+    return text.encode("utf-8")
+
+
+def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, level: int = 9) -> bytes:
+    """Return the bytes of an artifact.
+
+    `sections` is a list of `(name, data)` or `(name, data, codec)` with codec
+    "zstd" (default) or "none". The manifest section is written first, from
+    the dict. A zstd section whose frame would not be smaller than the data is
+    stored uncompressed ("none"); empty data is always stored as "none".
+    """
+    items: list[tuple[str, bytes, str]] = [("manifest", manifest_bytes(manifest), "zstd")]
+    for spec in sections:
+        if len(spec) == 2:
+            name, data = spec  # type: ignore[misc]
+            codec = "zstd"
+        elif len(spec) == 3:
+            name, data, codec = spec  # type: ignore[misc]
+        else:
+            raise ArtifactError(f"section spec {spec!r}: expected (name, data[, codec])")
+        if name == "manifest":
+            raise ArtifactError("section 'manifest' is written from the manifest dict; do not pass it")
+        if codec not in CODEC_IDS:
+            raise ArtifactError(f"section {name!r}: unknown codec {codec!r} (known: none, zstd)")
+        items.append((name, bytes(data), codec))
+    if len(items) > MAX_SECTIONS:
+        raise ArtifactError(f"too many sections: {len(items)} > {MAX_SECTIONS}")
+    seen: set[str] = set()
+    for name, _, _ in items:
+        _check_name(name)
+        if name in seen:
+            raise ArtifactError(f"section {name!r}: duplicate name")
+        seen.add(name)
+
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+    table_end = HEADER_SIZE + ENTRY_SIZE * len(items)
+    offset = _align_up(table_end, SECTION_ALIGN)
+    entries: list[bytes] = []
+    payloads: list[tuple[int, bytes]] = []
+    for name, data, codec in items:
+        codec_id = CODEC_IDS[codec]
+        stored = data
+        if codec_id == CODEC_ZSTD and data:
+            frame = cctx.compress(data)
+            if len(frame) < len(data):
+                stored = frame
+            else:
+                codec_id = CODEC_NONE
+        else:
+            codec_id = CODEC_NONE
+        crc = zlib.crc32(stored) & 0xFFFFFFFF
+        entries.append(_ENTRY.pack(name.encode("ascii"), codec_id, 0, offset, len(stored), len(data), crc, 0))
+        payloads.append((offset, stored))
+        offset = _align_up(offset + len(stored), SECTION_ALIGN)
+    # The file ends right after the last section's bytes (no trailing pad).
+    last_off, last_data = payloads[-1]
+    file_size = last_off + len(last_data)
+
+    table = b"".join(entries)
+    header = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, len(items), HEADER_SIZE, file_size, 0, bytes(28)))
+    crc = zlib.crc32(bytes(header) + table) & 0xFFFFFFFF
+    header[_CRC_FIELD] = struct.pack("<I", crc)
+
+    out = bytearray(file_size)
+    out[0:HEADER_SIZE] = header
+    out[HEADER_SIZE:table_end] = table
+    for off, data in payloads:
+        out[off:off + len(data)] = data
+    return bytes(out)
+
+
+def write_artifact(path: Union[str, os.PathLike], manifest: dict, sections: Sequence[SectionSpec], **kw) -> int:
+    """Write an artifact atomically (temp file in the same dir, then os.replace).
+
+    Returns the number of bytes written. On any error no file (half or whole)
+    is left at `path`'s temp name, and an existing `path` is untouched.
+    """
+    data = pack_artifact(manifest, sections, **kw)
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return len(data)
+
+
+def _decode_name(raw: bytes, index: int) -> str:
+    nul = raw.find(b"\0")
+    if nul < 0:
+        raise ArtifactError(f"section {index}: name is not NUL-terminated")
+    if nul == 0:
+        raise ArtifactError(f"section {index}: empty name")
+    if any(raw[nul:]):
+        raise ArtifactError(f"section {index}: bytes after the name's NUL are not zero")
+    name = raw[:nul]
+    if any(b < 0x21 or b > 0x7E for b in name):
+        raise ArtifactError(f"section {index}: name {name!r} is not printable ASCII")
+    return name.decode("ascii")
+
+
+def _decompress_zstd(name: str, stored: bytes, raw_size: int) -> bytes:
+    try:
+        params = zstandard.get_frame_parameters(stored)
+    except zstandard.ZstdError as e:
+        raise ArtifactError(f"section {name!r}: bad zstd frame header: {e}") from None
+    if params.content_size == zstandard.CONTENTSIZE_UNKNOWN:
+        raise ArtifactError(f"section {name!r}: zstd frame lacks its content size")
+    if params.content_size != raw_size:
+        raise ArtifactError(
+            f"section {name!r}: zstd frame content size {params.content_size} != raw size {raw_size}"
+        )
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        data = dobj.decompress(stored)
+    except zstandard.ZstdError as e:
+        raise ArtifactError(f"section {name!r}: zstd decompression failed: {e}") from None
+    if dobj.unused_data:
+        raise ArtifactError(f"section {name!r}: trailing bytes after the zstd frame")
+    if len(data) != raw_size:
+        raise ArtifactError(f"section {name!r}: decompressed to {len(data)} bytes, raw size says {raw_size}")
+    return data
+
+
+def parse_table(buf: bytes) -> list[SectionInfo]:
+    """Validate header and section table of `buf`; return the table.
+
+    Checks everything except the section payload checksums and codecs.
+    """
+    n = len(buf)
+    if n < HEADER_SIZE:
+        raise ArtifactError(f"truncated: file is {n} bytes, the header alone needs {HEADER_SIZE}")
+    magic, version, count, table_off, file_size, header_crc, reserved = _HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise ArtifactError(f"bad magic {magic!r}: not an aot artifact (expected {MAGIC!r})")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"unsupported format version {version} (this reader knows {FORMAT_VERSION})")
+    if file_size > n:
+        raise ArtifactError(f"truncated: file is {n} bytes, header says {file_size}")
+    if file_size < n:
+        raise ArtifactError(f"trailing data: file is {n} bytes, header says {file_size}")
+    if count < 1 or count > MAX_SECTIONS:
+        raise ArtifactError(f"bad section count {count} (must be 1..{MAX_SECTIONS})")
+    if table_off != HEADER_SIZE:
+        raise ArtifactError(f"bad section table offset {table_off} (must be {HEADER_SIZE})")
+    table_end = HEADER_SIZE + count * ENTRY_SIZE
+    if table_end > n:
+        raise ArtifactError(f"truncated: file is {n} bytes, section table ends at {table_end}")
+    zeroed = bytearray(buf[0:HEADER_SIZE])
+    zeroed[_CRC_FIELD] = b"\0\0\0\0"
+    computed = zlib.crc32(bytes(zeroed) + bytes(buf[HEADER_SIZE:table_end])) & 0xFFFFFFFF
+    if computed != header_crc:
+        raise ArtifactError(f"header: checksum mismatch (stored 0x{header_crc:08x}, computed 0x{computed:08x})")
+    if any(reserved):
+        raise ArtifactError("header: reserved bytes are not zero")
+
+    table: list[SectionInfo] = []
+    seen: set[str] = set()
+    prev_end = table_end
+    for i in range(count):
+        raw_name, codec, res0, off, stored, raw_size, crc, res1 = _ENTRY.unpack_from(buf, HEADER_SIZE + i * ENTRY_SIZE)
+        name = _decode_name(raw_name, i)
+        where = f"section {name!r}"
+        if name in seen:
+            raise ArtifactError(f"{where}: duplicate name")
+        seen.add(name)
+        if codec not in CODEC_NAMES:
+            raise ArtifactError(f"{where}: unknown codec {codec}")
+        if res0 or res1:
+            raise ArtifactError(f"{where}: reserved fields are not zero")
+        if off % SECTION_ALIGN:
+            raise ArtifactError(f"{where}: offset {off} is not {SECTION_ALIGN}-byte aligned")
+        if off < prev_end:
+            raise ArtifactError(f"{where}: offset {off} overlaps the table or the previous section (ends at {prev_end})")
+        if not (off <= n and stored <= n - off):
+            raise ArtifactError(f"{where}: bytes [{off}, {off}+{stored}) lie outside the file ({n} bytes)")
+        if codec == CODEC_NONE and raw_size != stored:
+            raise ArtifactError(f"{where}: raw size {raw_size} != stored size {stored} for codec none")
+        prev_end = off + stored
+        table.append(SectionInfo(name, CODEC_NAMES[codec], off, stored, raw_size, crc))
+    return table
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def read_artifact(path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memoryview]) -> Artifact:
+    """Read and fully validate an artifact; raise ArtifactError on any problem."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        buf = bytes(path_or_bytes)
+    else:
+        try:
+            buf = Path(path_or_bytes).read_bytes()
+        except OSError as e:
+            raise ArtifactError(f"cannot open {os.fspath(path_or_bytes)!r}: {e.strerror or e}") from None
+    table = parse_table(buf)
+    sections: dict[str, bytes] = {}
+    for info in table:
+        stored = buf[info.offset:info.offset + info.stored_size]
+        computed = zlib.crc32(stored) & 0xFFFFFFFF
+        if computed != info.crc32:
+            raise ArtifactError(
+                f"section {info.name!r}: checksum mismatch (stored 0x{info.crc32:08x}, computed 0x{computed:08x})"
+            )
+        if info.codec == "zstd":
+            sections[info.name] = _decompress_zstd(info.name, stored, info.raw_size)
+        else:
+            sections[info.name] = stored
+    if "manifest" not in sections:
+        raise ArtifactError("section 'manifest': missing")
+    try:
+        manifest = json.loads(
+            sections["manifest"].decode("utf-8"),
+            parse_constant=_reject_constant,
+            object_pairs_hook=_unique_keys,
+        )
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ArtifactError(f"section 'manifest': not valid UTF-8 JSON: {e}") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError("section 'manifest': top level is not a JSON object")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(
+            f"section 'manifest': format_version {manifest.get('format_version')!r} (expected {FORMAT_VERSION})"
+        )
+    return Artifact(manifest=manifest, sections=sections, table=table)

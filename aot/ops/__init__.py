@@ -1,0 +1,22 @@
+"""Primitive op set: shape rules and numpy reference semantics.
+
+Importing this package registers every op. Passes test op *sets* below
+rather than listing op names.
+"""
+from aot.ops import elementwise, linalg, reduction, shape_ops  # noqa: F401  (registers ops)
+from aot.ops.elementwise import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from aot.ops.registry import OPS, OpDef, evaluate, get_op, infer_type
+
+# Output element i depends only on input element i (same shape in and out).
+ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"compare", "select", "convert"}
+# Each output element is one input element (or a pad value): pure index maps.
+DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concat", "pad"})
+# Ops whose elements are computed from their own indices alone.
+GENERATORS = frozenset({"constant", "iota"})
+# Ops that combine many input elements into each output element.
+CONTRACTIONS = frozenset({"dot", "conv", "reduce", "reduce_window"})
+
+__all__ = [
+    "OPS", "OpDef", "evaluate", "get_op", "infer_type",
+    "ELEMENTWISE", "DATA_MOVEMENT", "GENERATORS", "CONTRACTIONS",
+]

@@ -1,0 +1,150 @@
+/* aot_runtime.h - C runtime for artifacts produced by the aot compiler.
+ *
+ * This header is an ABI: fixed-width types, opaque handles, options structs
+ * that begin with their own size. Changes are append-only; AOT_ABI_VERSION
+ * is bumped when something is appended.
+ *
+ * Thread-safety:
+ *   - aot_model_t is immutable after aot_model_open_*: any number of threads
+ *     may query it and create contexts from it concurrently. It must outlive
+ *     every context created from it.
+ *   - aot_context_t owns an arena and a thread pool; one thread at a time may
+ *     call aot_run on a given context. Different contexts run concurrently.
+ *
+ * Errors: every fallible call returns an aot_status_t and, when out_error is
+ * not NULL, fills it with the same code and a NUL-terminated message. The
+ * library never prints, aborts or exits.
+ *
+ * Trust: the container (offsets, sizes, checksums, manifest) is validated
+ * before use and a damaged file is an error, never a crash. The CPU code in
+ * an artifact is native code and runs with the caller's privileges: only
+ * load artifacts from sources you trust to run code (checksums detect
+ * damage, not tampering).
+ */
+#ifndef AOT_RUNTIME_H_
+#define AOT_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define AOT_API
+#else
+#define AOT_API __attribute__((visibility("default")))
+#endif
+
+#define AOT_ABI_VERSION 1u
+#define AOT_FORMAT_VERSION 1u
+#define AOT_ERROR_MESSAGE_SIZE 512
+
+typedef enum aot_status {
+  AOT_OK = 0,
+  AOT_ERR_INVALID_ARGUMENT = 1, /* bad pointer, count or option */
+  AOT_ERR_IO = 2,               /* the file cannot be opened or read */
+  AOT_ERR_FORMAT = 3,           /* malformed container or manifest */
+  AOT_ERR_CHECKSUM = 4,         /* a CRC-32 does not match */
+  AOT_ERR_UNSUPPORTED = 5,      /* unknown version/codec, no code for this CPU */
+  AOT_ERR_NO_MEMORY = 6,
+  AOT_ERR_SHAPE_MISMATCH = 7,   /* a tensor's rank, dims or byte size differ */
+  AOT_ERR_DTYPE_MISMATCH = 8,
+  AOT_ERR_INTERNAL = 9          /* dlopen/dlsym/pthread failures */
+} aot_status_t;
+
+typedef struct aot_error {
+  aot_status_t code;
+  char message[AOT_ERROR_MESSAGE_SIZE];
+} aot_error_t;
+
+typedef enum aot_dtype {
+  AOT_DTYPE_INVALID = 0,
+  AOT_DTYPE_FLOAT32 = 1,
+  AOT_DTYPE_FLOAT64 = 2,
+  AOT_DTYPE_FLOAT16 = 3,
+  AOT_DTYPE_BFLOAT16 = 4,
+  AOT_DTYPE_INT8 = 5,
+  AOT_DTYPE_INT16 = 6,
+  AOT_DTYPE_INT32 = 7,
+  AOT_DTYPE_INT64 = 8,
+  AOT_DTYPE_UINT8 = 9,
+  AOT_DTYPE_BOOL = 10 /* one byte, 0 or 1 */
+} aot_dtype_t;
+
+typedef struct aot_model aot_model_t;
+typedef struct aot_context aot_context_t;
+
+typedef struct aot_context_options {
+  uint32_t struct_size; /* sizeof(aot_context_options_t) */
+  uint32_t num_threads; /* 0 or 1: run the entry on the calling thread;
+                           n > 1: a pool of n-1 workers plus the caller */
+} aot_context_options_t;
+
+/* Describes a model input or output. Pointers are owned by the model and
+ * valid until aot_model_close. */
+typedef struct aot_tensor_info {
+  const char* name;
+  aot_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* shape; /* rank entries (NULL allowed when rank == 0) */
+  uint64_t byte_size;   /* product(shape) * element size */
+} aot_tensor_info_t;
+
+/* A caller-owned tensor buffer, dense row-major (C order). */
+typedef struct aot_tensor {
+  aot_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* shape;
+  void* data; /* may be NULL only when byte_size == 0 */
+  uint64_t byte_size;
+} aot_tensor_t;
+
+AOT_API uint32_t aot_abi_version(void);
+AOT_API const char* aot_status_string(aot_status_t status);
+/* Size in bytes of one element, 0 for an unknown dtype. */
+AOT_API uint32_t aot_dtype_size(aot_dtype_t dtype);
+/* "float32", ... as in the manifest; "invalid" for an unknown dtype. */
+AOT_API const char* aot_dtype_name(aot_dtype_t dtype);
+
+/* Open an artifact. open_memory copies what it needs: `data` may be freed
+ * as soon as the call returns. */
+AOT_API aot_status_t aot_model_open_file(const char* path, aot_model_t** out_model,
+                                         aot_error_t* out_error);
+AOT_API aot_status_t aot_model_open_memory(const void* data, size_t size,
+                                           aot_model_t** out_model,
+                                           aot_error_t* out_error);
+AOT_API void aot_model_close(aot_model_t* model); /* NULL is a no-op */
+
+AOT_API uint32_t aot_model_input_count(const aot_model_t* model);
+AOT_API uint32_t aot_model_output_count(const aot_model_t* model);
+AOT_API aot_status_t aot_model_input_info(const aot_model_t* model, uint32_t index,
+                                          aot_tensor_info_t* out_info,
+                                          aot_error_t* out_error);
+AOT_API aot_status_t aot_model_output_info(const aot_model_t* model, uint32_t index,
+                                           aot_tensor_info_t* out_info,
+                                           aot_error_t* out_error);
+/* Bytes of scratch memory each context allocates for the model. */
+AOT_API uint64_t aot_model_arena_bytes(const aot_model_t* model);
+/* Model name from the manifest ("" when absent); owned by the model. */
+AOT_API const char* aot_model_name(const aot_model_t* model);
+
+AOT_API aot_status_t aot_context_create(const aot_model_t* model,
+                                        const aot_context_options_t* options,
+                                        aot_context_t** out_context,
+                                        aot_error_t* out_error);
+AOT_API void aot_context_destroy(aot_context_t* context); /* NULL is a no-op */
+
+/* Run the model. inputs/outputs are in manifest order; each tensor's dtype,
+ * rank, dims and byte_size must equal the model's. Outputs are written into
+ * the caller's buffers, which must not overlap the inputs. */
+AOT_API aot_status_t aot_run(aot_context_t* context, const aot_tensor_t* inputs,
+                             uint32_t input_count, aot_tensor_t* outputs,
+                             uint32_t output_count, aot_error_t* out_error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AOT_RUNTIME_H_ */

@@ -1,0 +1,156 @@
+/* internal.h - declarations shared between the runtime's modules.
+ * Nothing here is part of the ABI; every symbol is prefixed aot__ and has
+ * hidden visibility in the shared library. */
+#ifndef AOT_INTERNAL_H_
+#define AOT_INTERNAL_H_
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aot_runtime.h"
+
+#define AOT_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- status.c ---- */
+/* Fill err (may be NULL) and return code. */
+AOT_HIDDEN aot_status_t aot__fail(aot_error_t* err, aot_status_t code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+AOT_HIDDEN aot_status_t aot__ok(aot_error_t* err);
+/* Prefix err->message with a formatted string (keeps the code). */
+AOT_HIDDEN void aot__error_prefix(aot_error_t* err, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+AOT_HIDDEN aot_dtype_t aot__dtype_from_name(const char* name);
+/* 64-byte (or `align`, a power of two) aligned allocation of at least 1 byte. */
+AOT_HIDDEN void* aot__aligned_alloc(uint64_t align, uint64_t size);
+
+/* ---- crc32.c ---- */
+AOT_HIDDEN uint32_t aot__crc32(uint32_t crc, const void* data, size_t n);
+
+/* ---- container.c ---- */
+#define AOT_MAX_SECTIONS 64u
+#define AOT_SECTION_NAME_SIZE 24u
+
+enum { AOT_CODEC_NONE = 0, AOT_CODEC_ZSTD = 1 };
+
+typedef struct aot__section {
+  char name[AOT_SECTION_NAME_SIZE];
+  uint32_t codec;
+  uint64_t offset;
+  uint64_t stored_size;
+  uint64_t raw_size;
+  uint32_t crc32;
+} aot__section_t;
+
+typedef struct aot__container {
+  const uint8_t* data; /* borrowed */
+  uint64_t size;
+  uint32_t count;
+  aot__section_t sections[AOT_MAX_SECTIONS];
+} aot__container_t;
+
+/* Validate header, table and every section checksum. */
+AOT_HIDDEN aot_status_t aot__container_parse(const void* data, size_t size,
+                                             aot__container_t* out, aot_error_t* err);
+AOT_HIDDEN const aot__section_t* aot__container_find(const aot__container_t* c,
+                                                     const char* name);
+/* Decode a section into a new buffer aligned to `align` (power of two >= 64),
+ * with one extra NUL byte after raw_size bytes. Free with free(). */
+AOT_HIDDEN aot_status_t aot__section_decode(const aot__container_t* c, const aot__section_t* s,
+                                            uint64_t align, uint8_t** out, aot_error_t* err);
+
+/* ---- json.c ---- */
+typedef enum {
+  AOT_JSON_NULL,
+  AOT_JSON_BOOL,
+  AOT_JSON_NUMBER,
+  AOT_JSON_STRING,
+  AOT_JSON_ARRAY,
+  AOT_JSON_OBJECT
+} aot__json_kind_t;
+
+typedef struct aot__json aot__json_t;
+struct aot__json {
+  aot__json_kind_t kind;
+  int boolean;
+  int is_int;      /* number without fraction/exponent that fits int64 */
+  int64_t integer; /* valid when is_int */
+  char* str;       /* STRING: decoded, NUL-terminated; OBJECT member key */
+  size_t str_len;  /* may contain NULs when decoded from \u0000 */
+  aot__json_t* first; /* ARRAY/OBJECT children */
+  aot__json_t* next;  /* sibling */
+  char* key;          /* key when a member of an OBJECT */
+  size_t key_len;
+  size_t count;       /* ARRAY/OBJECT number of children */
+};
+
+typedef struct aot__json_doc aot__json_doc_t;
+/* Strict RFC 8259 parser: UTF-8 validated, no duplicate keys, no NaN, depth <= 64. */
+AOT_HIDDEN aot_status_t aot__json_parse(const char* text, size_t len, aot__json_doc_t** out_doc,
+                                        const aot__json_t** out_root, aot_error_t* err);
+AOT_HIDDEN void aot__json_free(aot__json_doc_t* doc);
+AOT_HIDDEN const aot__json_t* aot__json_get(const aot__json_t* obj, const char* key);
+
+/* ---- loader.c ---- */
+typedef struct aot__code {
+  void* handle;
+  int fd; /* kept open while loaded: the /proc/self/fd/N name must stay unique */
+} aot__code_t;
+
+AOT_HIDDEN aot_status_t aot__code_load(const uint8_t* image, uint64_t size, const char* section,
+                                       aot__code_t* out, aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__code_symbol(const aot__code_t* code, const char* symbol, void** out,
+                                         aot_error_t* err);
+AOT_HIDDEN void aot__code_unload(aot__code_t* code);
+
+/* ---- model.c ---- */
+typedef void (*aot__entry_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                              const uint8_t* weights);
+typedef void (*aot__kernel_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                               const uint8_t* weights, int64_t begin, int64_t end);
+
+typedef struct aot__tensor_desc {
+  char* name;
+  aot_dtype_t dtype;
+  uint32_t rank;
+  int64_t* shape;
+  uint64_t byte_size;
+} aot__tensor_desc_t;
+
+typedef struct aot__kernel {
+  char* name;
+  aot__kernel_fn fn;
+  int64_t work;
+} aot__kernel_t;
+
+struct aot_model {
+  char* name;
+  uint32_t input_count, output_count;
+  aot__tensor_desc_t* inputs;
+  aot__tensor_desc_t* outputs;
+  uint64_t arena_bytes, arena_align;
+  uint8_t* weights; /* NULL-free: at least a 1-byte aligned buffer */
+  uint64_t weights_bytes;
+  aot__code_t code;
+  aot__entry_fn entry;
+  uint32_t kernel_count;
+  aot__kernel_t* kernels;
+};
+
+/* ---- threadpool.c ---- */
+typedef struct aot__pool aot__pool_t;
+typedef struct aot__job {
+  const aot_model_t* model;
+  const void* const* inputs;
+  void* const* outputs;
+  uint8_t* arena;
+} aot__job_t;
+
+/* A pool of `workers` threads; the caller of aot__pool_run is one more. */
+AOT_HIDDEN aot_status_t aot__pool_create(uint32_t workers, aot__pool_t** out, aot_error_t* err);
+AOT_HIDDEN void aot__pool_destroy(aot__pool_t* pool);
+/* Run every kernel of job->model in order, each split across all threads,
+ * with a barrier between kernels. */
+AOT_HIDDEN void aot__pool_run(aot__pool_t* pool, const aot__job_t* job);
+
+#endif /* AOT_INTERNAL_H_ */
