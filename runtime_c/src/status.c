@@ -53,7 +53,12 @@ void aot__error_prefix(aot_error_t* err, const char* fmt, ...) {
   va_end(ap);
   memcpy(old, err->message, sizeof old);
   old[sizeof old - 1] = '\0';
-  snprintf(err->message, sizeof err->message, "%s%s", prefix, old);
+  size_t np = strlen(prefix);
+  size_t no = strlen(old);
+  if (no > sizeof err->message - 1 - np) no = sizeof err->message - 1 - np;
+  memcpy(err->message, prefix, np);
+  memcpy(err->message + np, old, no);
+  err->message[np + no] = '\0';
 }
 
 static const struct {

@@ -1,0 +1,410 @@
+/* model.c - open an artifact: validate the container, read the manifest,
+ * decode the weights, load the CPU code and resolve its symbols.
+ *
+ * A model is immutable once open and shared read-only by every context. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#if defined(__x86_64__)
+#define HOST_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define HOST_ARCH "aarch64"
+#else
+#define HOST_ARCH "unknown"
+#endif
+
+#define MAX_RANK 32u
+#define MAX_ALIGN 4096
+
+/* A string member without embedded NULs; *out borrowed from the JSON tree. */
+static aot_status_t get_string(const aot__json_t* obj, const char* key, const char* where,
+                               int required, const char** out, aot_error_t* err) {
+  *out = NULL;
+  const aot__json_t* v = aot__json_get(obj, key);
+  if (!v) {
+    if (!required) return AOT_OK;
+    return aot__fail(err, AOT_ERR_FORMAT, "%s: missing \"%s\"", where, key);
+  }
+  if (v->kind != AOT_JSON_STRING || strlen(v->str) != v->str_len)
+    return aot__fail(err, AOT_ERR_FORMAT, "%s: \"%s\" must be a string without NULs", where, key);
+  *out = v->str;
+  return AOT_OK;
+}
+
+static aot_status_t get_int(const aot__json_t* obj, const char* key, const char* where,
+                            int required, int64_t dflt, int64_t lo, int64_t hi, int64_t* out,
+                            aot_error_t* err) {
+  const aot__json_t* v = aot__json_get(obj, key);
+  if (!v) {
+    if (required) return aot__fail(err, AOT_ERR_FORMAT, "%s: missing \"%s\"", where, key);
+    *out = dflt;
+    return AOT_OK;
+  }
+  if (v->kind != AOT_JSON_NUMBER || !v->is_int || v->integer < lo || v->integer > hi)
+    return aot__fail(err, AOT_ERR_FORMAT, "%s: \"%s\" must be an integer in [%lld, %lld]", where,
+                     key, (long long)lo, (long long)hi);
+  *out = v->integer;
+  return AOT_OK;
+}
+
+static int is_pow2(int64_t a) { return a > 0 && (a & (a - 1)) == 0; }
+
+static void free_descs(aot__tensor_desc_t* d, uint32_t n) {
+  if (!d) return;
+  for (uint32_t i = 0; i < n; i++) {
+    free(d[i].name);
+    free(d[i].shape);
+  }
+  free(d);
+}
+
+static aot_status_t parse_tensors(const aot__json_t* root, const char* key,
+                                  aot__tensor_desc_t** out, uint32_t* out_count,
+                                  aot_error_t* err) {
+  *out = NULL;
+  *out_count = 0;
+  const aot__json_t* arr = aot__json_get(root, key);
+  if (!arr || arr->kind != AOT_JSON_ARRAY)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"%s\" must be an array", key);
+  if (arr->count > UINT32_MAX / 2)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: too many %s", key);
+  aot__tensor_desc_t* d = calloc(arr->count ? arr->count : 1, sizeof *d);
+  if (!d) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  uint32_t i = 0;
+  char where[96];
+  aot_status_t st = AOT_OK;
+  for (const aot__json_t* t = arr->first; t; t = t->next, i++) {
+    snprintf(where, sizeof where, "manifest: %s[%u]", key, i);
+    if (t->kind != AOT_JSON_OBJECT) {
+      st = aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
+      goto fail;
+    }
+    const char *name, *dtype;
+    if ((st = get_string(t, "name", where, 1, &name, err))) goto fail;
+    if ((st = get_string(t, "dtype", where, 1, &dtype, err))) goto fail;
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(d[j].name, name) == 0) {
+        st = aot__fail(err, AOT_ERR_FORMAT, "%s: duplicate name '%s'", where, name);
+        goto fail;
+      }
+    d[i].name = malloc(strlen(name) + 1);
+    if (!d[i].name) {
+      st = aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+      goto fail;
+    }
+    memcpy(d[i].name, name, strlen(name) + 1);
+    d[i].dtype = aot__dtype_from_name(dtype);
+    if (d[i].dtype == AOT_DTYPE_INVALID) {
+      st = aot__fail(err, AOT_ERR_UNSUPPORTED, "%s ('%s'): unknown dtype \"%s\"", where, name,
+                     dtype);
+      goto fail;
+    }
+    const aot__json_t* shape = aot__json_get(t, "shape");
+    if (!shape || shape->kind != AOT_JSON_ARRAY || shape->count > MAX_RANK) {
+      st = aot__fail(err, AOT_ERR_FORMAT, "%s ('%s'): \"shape\" must be an array of at most %u ints",
+                     where, name, MAX_RANK);
+      goto fail;
+    }
+    d[i].rank = (uint32_t)shape->count;
+    d[i].shape = calloc(shape->count ? shape->count : 1, sizeof(int64_t));
+    if (!d[i].shape) {
+      st = aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+      goto fail;
+    }
+    uint64_t bytes = aot_dtype_size(d[i].dtype);
+    uint32_t k = 0;
+    for (const aot__json_t* dim = shape->first; dim; dim = dim->next, k++) {
+      if (dim->kind != AOT_JSON_NUMBER || !dim->is_int || dim->integer < 0) {
+        st = aot__fail(err, AOT_ERR_FORMAT, "%s ('%s'): shape[%u] must be a non-negative integer",
+                       where, name, k);
+        goto fail;
+      }
+      d[i].shape[k] = dim->integer;
+      if (__builtin_mul_overflow(bytes, (uint64_t)dim->integer, &bytes) ||
+          bytes > (uint64_t)INT64_MAX) {
+        st = aot__fail(err, AOT_ERR_FORMAT, "%s ('%s'): byte size overflows", where, name);
+        goto fail;
+      }
+    }
+    d[i].byte_size = bytes;
+  }
+  *out = d;
+  *out_count = (uint32_t)arr->count;
+  return AOT_OK;
+fail:
+  free_descs(d, (uint32_t)arr->count);
+  return st;
+}
+
+void aot_model_close(aot_model_t* m) {
+  if (!m) return;
+  aot__code_unload(&m->code);
+  free_descs(m->inputs, m->input_count);
+  free_descs(m->outputs, m->output_count);
+  if (m->kernels)
+    for (uint32_t i = 0; i < m->kernel_count; i++) free(m->kernels[i].name);
+  free(m->kernels);
+  free(m->weights);
+  free(m->name);
+  free(m);
+}
+
+static aot_status_t load_weights(aot_model_t* m, const aot__container_t* c,
+                                 const aot__json_t* root, aot_error_t* err) {
+  const aot__json_t* w = aot__json_get(root, "weights");
+  if (!w || w->kind == AOT_JSON_NULL) {
+    m->weights = aot__aligned_alloc(64, 1);
+    return m->weights ? AOT_OK : aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  }
+  if (w->kind != AOT_JSON_OBJECT)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"weights\" must be an object or null");
+  const char* section;
+  int64_t bytes, align;
+  aot_status_t st;
+  if ((st = get_string(w, "section", "manifest: weights", 1, &section, err))) return st;
+  if ((st = get_int(w, "bytes", "manifest: weights", 1, 0, 0, INT64_MAX, &bytes, err))) return st;
+  if ((st = get_int(w, "alignment", "manifest: weights", 0, 64, 1, MAX_ALIGN, &align, err)))
+    return st;
+  if (!is_pow2(align))
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: weights: alignment %lld is not a power of two",
+                     (long long)align);
+  const aot__section_t* s = aot__container_find(c, section);
+  if (!s) {
+    if (bytes != 0)
+      return aot__fail(err, AOT_ERR_FORMAT, "section '%s': missing (manifest weights)", section);
+    m->weights = aot__aligned_alloc(64, 1);
+    return m->weights ? AOT_OK : aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  }
+  if (s->raw_size != (uint64_t)bytes)
+    return aot__fail(err, AOT_ERR_FORMAT,
+                     "section '%s': raw size %llu != %lld bytes in the manifest", section,
+                     (unsigned long long)s->raw_size, (long long)bytes);
+  m->weights_bytes = (uint64_t)bytes;
+  return aot__section_decode(c, s, (uint64_t)align, &m->weights, err);
+}
+
+static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const aot__json_t* root,
+                              aot_error_t* err) {
+  const aot__json_t* cpu = aot__json_get(root, "cpu");
+  if (!cpu || cpu->kind != AOT_JSON_ARRAY)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"cpu\" must be an array");
+  const aot__json_t* pick = NULL;
+  char have[256] = "";
+  size_t used = 0;
+  for (const aot__json_t* t = cpu->first; t; t = t->next) {
+    const char* arch;
+    aot_status_t st = get_string(t, "arch", "manifest: cpu[]", 1, &arch, err);
+    if (st) return st;
+    if (strcmp(arch, HOST_ARCH) == 0 && !pick) pick = t;
+    int n = snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", arch);
+    if (n > 0 && (size_t)n < sizeof have - used) used += (size_t)n;
+  }
+  if (!pick)
+    return aot__fail(err, AOT_ERR_UNSUPPORTED, "no CPU code for %s in the artifact (has: %s)",
+                     HOST_ARCH, used ? have : "none");
+  const char *section, *entry;
+  aot_status_t st;
+  if ((st = get_string(pick, "section", "manifest: cpu[" HOST_ARCH "]", 1, &section, err)))
+    return st;
+  if ((st = get_string(pick, "entry", "manifest: cpu[" HOST_ARCH "]", 0, &entry, err))) return st;
+  if (!entry) entry = "aot_model_entry";
+  const aot__section_t* s = aot__container_find(c, section);
+  if (!s) return aot__fail(err, AOT_ERR_FORMAT, "section '%s': missing (manifest cpu)", section);
+  uint8_t* image = NULL;
+  if ((st = aot__section_decode(c, s, 64, &image, err))) return st;
+  st = aot__code_load(image, s->raw_size, section, &m->code, err);
+  free(image);
+  if (st) return st;
+  void* sym;
+  if ((st = aot__code_symbol(&m->code, entry, &sym, err))) return st;
+  m->entry = (aot__entry_fn)sym;
+
+  const aot__json_t* ks = aot__json_get(root, "kernels");
+  if (!ks || ks->kind == AOT_JSON_NULL) return AOT_OK;
+  if (ks->kind != AOT_JSON_ARRAY)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"kernels\" must be an array");
+  if (ks->count > UINT32_MAX / 2) return aot__fail(err, AOT_ERR_FORMAT, "manifest: too many kernels");
+  m->kernels = calloc(ks->count ? ks->count : 1, sizeof *m->kernels);
+  if (!m->kernels) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  uint32_t i = 0;
+  char where[64];
+  for (const aot__json_t* k = ks->first; k; k = k->next, i++) {
+    snprintf(where, sizeof where, "manifest: kernels[%u]", i);
+    if (k->kind != AOT_JSON_OBJECT) return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
+    const char *name, *symbol;
+    int64_t work;
+    if ((st = get_string(k, "name", where, 0, &name, err))) return st;
+    if ((st = get_string(k, "symbol", where, 1, &symbol, err))) return st;
+    if ((st = get_int(k, "work", where, 1, 0, 0, INT64_MAX, &work, err))) return st;
+    if ((st = aot__code_symbol(&m->code, symbol, &sym, err))) return st;
+    m->kernels[i].fn = (aot__kernel_fn)sym;
+    m->kernels[i].work = work;
+    if (!name) name = symbol;
+    m->kernels[i].name = malloc(strlen(name) + 1);
+    if (!m->kernels[i].name) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+    memcpy(m->kernels[i].name, name, strlen(name) + 1);
+    m->kernel_count = i + 1;
+  }
+  return AOT_OK;
+}
+
+static aot_status_t open_model(const void* data, size_t size, aot_model_t* m, aot_error_t* err) {
+  aot__container_t* c = malloc(sizeof *c);
+  if (!c) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  aot__json_doc_t* doc = NULL;
+  uint8_t* text = NULL;
+  const aot__json_t* root = NULL;
+  aot_status_t st = aot__container_parse(data, size, c, err);
+  if (st) goto done;
+  const aot__section_t* ms = aot__container_find(c, "manifest");
+  if (!ms) {
+    st = aot__fail(err, AOT_ERR_FORMAT, "section 'manifest': missing");
+    goto done;
+  }
+  if ((st = aot__section_decode(c, ms, 64, &text, err))) goto done;
+  if ((st = aot__json_parse((const char*)text, (size_t)ms->raw_size, &doc, &root, err))) {
+    aot__error_prefix(err, "section 'manifest': ");
+    goto done;
+  }
+  if (root->kind != AOT_JSON_OBJECT) {
+    st = aot__fail(err, AOT_ERR_FORMAT, "section 'manifest': top level is not a JSON object");
+    goto done;
+  }
+  int64_t version;
+  if ((st = get_int(root, "format_version", "manifest", 1, 0, INT64_MIN, INT64_MAX, &version, err)))
+    goto done;
+  if (version != AOT_FORMAT_VERSION) {
+    st = aot__fail(err, AOT_ERR_UNSUPPORTED, "manifest: format_version %lld (expected %u)",
+                   (long long)version, AOT_FORMAT_VERSION);
+    goto done;
+  }
+  const aot__json_t* model = aot__json_get(root, "model");
+  const char* name = NULL;
+  if (model && model->kind == AOT_JSON_OBJECT &&
+      (st = get_string(model, "name", "manifest: model", 0, &name, err)))
+    goto done;
+  m->name = malloc(name ? strlen(name) + 1 : 1);
+  if (!m->name) {
+    st = aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+    goto done;
+  }
+  memcpy(m->name, name ? name : "", name ? strlen(name) + 1 : 1);
+  if ((st = parse_tensors(root, "inputs", &m->inputs, &m->input_count, err))) goto done;
+  if ((st = parse_tensors(root, "outputs", &m->outputs, &m->output_count, err))) goto done;
+  const aot__json_t* arena = aot__json_get(root, "arena");
+  int64_t bytes = 0, align = 64;
+  if (arena && arena->kind != AOT_JSON_OBJECT) {
+    st = aot__fail(err, AOT_ERR_FORMAT, "manifest: \"arena\" must be an object");
+    goto done;
+  }
+  if (arena) {
+    if ((st = get_int(arena, "bytes", "manifest: arena", 1, 0, 0, INT64_MAX, &bytes, err))) goto done;
+    if ((st = get_int(arena, "alignment", "manifest: arena", 0, 64, 1, MAX_ALIGN, &align, err)))
+      goto done;
+    if (!is_pow2(align)) {
+      st = aot__fail(err, AOT_ERR_FORMAT, "manifest: arena: alignment %lld is not a power of two",
+                     (long long)align);
+      goto done;
+    }
+  }
+  m->arena_bytes = (uint64_t)bytes;
+  m->arena_align = (uint64_t)(align < 64 ? 64 : align);
+  if ((st = load_weights(m, c, root, err))) goto done;
+  st = load_code(m, c, root, err);
+done:
+  aot__json_free(doc);
+  free(text);
+  free(c);
+  return st;
+}
+
+aot_status_t aot_model_open_memory(const void* data, size_t size, aot_model_t** out_model,
+                                   aot_error_t* err) {
+  if (!out_model) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_model is NULL");
+  *out_model = NULL;
+  if (!data && size) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "data is NULL");
+  aot_model_t* m = calloc(1, sizeof *m);
+  if (!m) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  m->code.fd = -1;
+  aot_status_t st = open_model(data, size, m, err);
+  if (st) {
+    aot_model_close(m);
+    return st;
+  }
+  *out_model = m;
+  return aot__ok(err);
+}
+
+aot_status_t aot_model_open_file(const char* path, aot_model_t** out_model, aot_error_t* err) {
+  if (!out_model) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_model is NULL");
+  *out_model = NULL;
+  if (!path) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "path is NULL");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return aot__fail(err, AOT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return aot__fail(err, AOT_ERR_IO, "cannot open '%s': not a regular file", path);
+  }
+  if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX - 1) {
+    close(fd);
+    return aot__fail(err, AOT_ERR_NO_MEMORY, "'%s' is too large", path);
+  }
+  size_t size = (size_t)sb.st_size;
+  uint8_t* buf = malloc(size ? size : 1);
+  if (!buf) {
+    close(fd);
+    return aot__fail(err, AOT_ERR_NO_MEMORY, "cannot allocate %zu bytes to read '%s'", size, path);
+  }
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  /* A file that shrank while read is judged by the bytes actually read. */
+  aot_status_t st = aot_model_open_memory(buf, got, out_model, err);
+  free(buf);
+  return st;
+}
+
+uint32_t aot_model_input_count(const aot_model_t* m) { return m ? m->input_count : 0; }
+uint32_t aot_model_output_count(const aot_model_t* m) { return m ? m->output_count : 0; }
+uint64_t aot_model_arena_bytes(const aot_model_t* m) { return m ? m->arena_bytes : 0; }
+const char* aot_model_name(const aot_model_t* m) { return m ? m->name : ""; }
+
+static aot_status_t info(const aot__tensor_desc_t* d, uint32_t count, uint32_t index,
+                         const char* what, aot_tensor_info_t* out, aot_error_t* err) {
+  if (!out) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_info is NULL");
+  if (index >= count)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "%s index %u out of range (model has %u)", what,
+                     index, count);
+  out->name = d[index].name;
+  out->dtype = d[index].dtype;
+  out->rank = d[index].rank;
+  out->shape = d[index].shape;
+  out->byte_size = d[index].byte_size;
+  return aot__ok(err);
+}
+
+aot_status_t aot_model_input_info(const aot_model_t* m, uint32_t index, aot_tensor_info_t* out,
+                                  aot_error_t* err) {
+  if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  return info(m->inputs, m->input_count, index, "input", out, err);
+}
+
+aot_status_t aot_model_output_info(const aot_model_t* m, uint32_t index, aot_tensor_info_t* out,
+                                   aot_error_t* err) {
+  if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  return info(m->outputs, m->output_count, index, "output", out, err);
+}
