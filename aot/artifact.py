@@ -282,6 +282,8 @@ def parse_table(buf: bytes) -> list[SectionInfo]:
             raise ArtifactError(f"{where}: bytes [{off}, {off}+{stored}) lie outside the file ({n} bytes)")
         if codec == CODEC_NONE and raw_size != stored:
             raise ArtifactError(f"{where}: raw size {raw_size} != stored size {stored} for codec none")
+        if any(buf[prev_end:off]):
+            raise ArtifactError(f"{where}: padding before it is not zero")
         prev_end = off + stored
         table.append(SectionInfo(name, CODEC_NAMES[codec], off, stored, raw_size, crc))
     return table

@@ -41,6 +41,6 @@ class Builder:
         arr = np.asarray(array)
         if dtype is not None:
             arr = arr.astype(dtype.to_numpy())
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C")  # a copy: ascontiguousarray would turn a 0-d array into 1-d
         arr.flags.writeable = False
         return self.op("constant", [], name=name, value=arr)

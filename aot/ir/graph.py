@@ -59,6 +59,7 @@ class Graph:
     def __init__(self, name: str = "main"):
         self.name = name
         self.inputs: list[Value] = []
+        self.input_names: list[str] = []  # names as the source model spells them
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
         self.output_names: list[str] = []
@@ -69,6 +70,7 @@ class Graph:
     def add_input(self, name: str, type: TensorType) -> Value:
         value = Value(self._claim(name), type)
         self.inputs.append(value)
+        self.input_names.append(name)
         return value
 
     def add_output(self, value: Value, name: str | None = None) -> None:

@@ -201,7 +201,7 @@ class _Parser:
         for key, value in list(attrs.items()):
             if isinstance(value, _Dense):
                 array = np.array(value.data, dtype=np.float64 if out_type.dtype.is_float else None)
-                attrs[key] = np.ascontiguousarray(np.broadcast_to(array, out_type.shape).astype(out_type.dtype.to_numpy()))
+                attrs[key] = np.array(np.broadcast_to(array, out_type.shape), dtype=out_type.dtype.to_numpy(), order="C")
         name = out_tok.text[1:]
         if name in self.values:
             raise self.error(f"value {out_tok.text} defined twice", out_tok)
@@ -219,7 +219,10 @@ class _Parser:
             self.expect(":")
             if tok.text[1:] in self.values:
                 raise self.error(f"parameter {tok.text} defined twice", tok)
-            self.values[tok.text[1:]] = graph.add_input(tok.text[1:], self.parse_type())
+            value = graph.add_input(tok.text[1:], self.parse_type())
+            if self.accept("as"):
+                graph.input_names[-1] = json.loads(self.expect_kind("string", "an input name").text)
+            self.values[tok.text[1:]] = value
         self.expect("{")
         while self.peek().text != "return":
             if self.peek().kind == "eof":

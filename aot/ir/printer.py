@@ -76,7 +76,10 @@ def print_node(node: Node, blobs: dict[str, np.ndarray] | None = None) -> str:
 
 
 def print_graph(graph: Graph, blobs: dict[str, np.ndarray] | None = None) -> str:
-    params = ", ".join(f"%{v.name}: {v.type}" for v in graph.inputs)
+    params = ", ".join(
+        f"%{v.name}: {v.type}" + (f" as {json.dumps(name)}" if name != v.name else "")
+        for v, name in zip(graph.inputs, graph.input_names)
+    )
     lines = [f"graph @{graph.name}({params}) {{"]
     lines += [f"  {print_node(node, blobs)}" for node in graph.nodes]
     outs = ", ".join(f"%{v.name} as {json.dumps(name)}" for v, name in zip(graph.outputs, graph.output_names))

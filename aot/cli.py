@@ -1,0 +1,170 @@
+"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|inspect`."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from aot.errors import AotError
+
+
+def parse_shape_option(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """`--shape x=1x3x224x224` (repeatable) -> {"x": (1, 3, 224, 224)}; `--shape x=` is a scalar."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in values:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split("x")) if dims else ()
+            if any(d < 0 for d in shapes[name]):
+                raise ValueError
+        except ValueError:
+            raise click.BadParameter(f"'{item}' is not NAME=DIMS like x=1x3x224x224", param_hint="--shape") from None
+    return shapes
+
+
+def _fail(err: Exception) -> None:
+    click.echo(f"error: {err}", err=True)
+    sys.exit(1)
+
+
+compile_options = [
+    click.argument("model", type=click.Path(dir_okay=False, path_type=Path)),
+    click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="artifact path (default: MODEL with .aot)"),
+    click.option("--shape", "shape", multiple=True, help="fix an input's shape: NAME=1x3x224x224 (repeatable)"),
+    click.option("--target", default="cpu", show_default=True, help="code target"),
+    click.option("--cpu", default="native", show_default=True, help="CPU to generate code for (native, znver4, x86-64-v3, ...)"),
+    click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
+    click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
+    click.option("-v", "--verbose", is_flag=True, help="print time per pass"),
+]
+
+
+def _with_compile_options(fn: Any) -> Any:
+    for option in reversed(compile_options):
+        fn = option(fn)
+    return fn
+
+
+def _compile(model: Path, output: Path | None, shape: tuple[str, ...], target: str, cpu: str,
+             dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
+    from aot.driver import compile_model
+    from aot.passes.fusion import explain as explain_fusion
+
+    shapes = parse_shape_option(shape)
+    output = output or model.with_suffix(".aot")
+    log = (lambda line: click.echo(line, err=True)) if verbose else None
+    try:
+        result = compile_model(model, output, shapes=shapes, target=target, cpu=cpu, dump_ir=dump_ir, log=log)
+    except AotError as err:
+        _fail(err)
+        return
+    if explain == "fusion":
+        click.echo(explain_fusion(result.plan.kernels))
+    m = result.manifest
+    click.echo(f"wrote {output}: {result.size} bytes, {len(m['kernels'])} kernels, "
+               f"arena {m['arena']['bytes']} B, weights {m['weights']['bytes']} B")
+
+
+@click.command(name="aot-compile")
+@_with_compile_options
+def compile_main(**kwargs: Any) -> None:
+    """Compile MODEL (ONNX) into one self-contained .aot artifact."""
+    _compile(**kwargs)
+
+
+@click.group()
+@click.version_option(package_name="aot-compiler")
+def main() -> None:
+    """aot: ahead-of-time compiler for ML models, and the tools around its artifacts."""
+
+
+@main.command(name="compile")
+@_with_compile_options
+def compile_command(**kwargs: Any) -> None:
+    """Compile MODEL (ONNX) into one self-contained .aot artifact."""
+    _compile(**kwargs)
+
+
+def _parse_inputs(items: tuple[str, ...]) -> dict[str, Any]:
+    import numpy as np
+
+    feeds = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"'{item}' is not NAME=FILE.npy", param_hint="--input")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise click.BadParameter(f"cannot load '{path}': {err}", param_hint="--input") from None
+    return feeds
+
+
+@main.command()
+@click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded random")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), help="write each output as NAME.npy")
+@click.option("--threads", type=int, default=1, show_default=True, help="worker threads")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed for random inputs")
+def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int) -> None:
+    """Run ARTIFACT through the C runtime and print its outputs."""
+    import numpy as np
+
+    from aot.runtime import Session
+
+    feeds = _parse_inputs(inputs)
+    try:
+        session = Session(artifact, threads=threads)
+        rng = np.random.default_rng(seed)
+        for info in session.get_inputs():
+            if info.name not in feeds:
+                feeds[info.name] = _random_input(rng, info.shape, info.dtype)
+        start = time.perf_counter()
+        outputs = session.run(None, feeds)
+        elapsed = (time.perf_counter() - start) * 1000
+    except AotError as err:
+        _fail(err)
+        return
+    for info, value in zip(session.get_outputs(), outputs):
+        flat = value.reshape(-1)[:8]
+        click.echo(f"{info.name}: {value.dtype}{list(value.shape)} {np.array2string(flat, precision=5, separator=', ')}"
+                   f"{' ...' if value.size > 8 else ''}")
+        if output_dir is not None:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            np.save(output_dir / f"{info.name}.npy", value)
+    click.echo(f"ran in {elapsed:.3f} ms")
+
+
+def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:
+    import numpy as np
+
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 10, size=shape).astype(dtype)
+    return rng.standard_normal(size=shape).astype(dtype)
+
+
+@main.command()
+@click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the manifest and section sizes as JSON")
+@click.option("--extract", type=click.Path(file_okay=False, path_type=Path), help="write every section to a file in DIR")
+def inspect(artifact: Path, as_json: bool, extract: Path | None) -> None:
+    """Show what is inside ARTIFACT."""
+    from aot.inspect import describe, extract_sections, summary
+
+    try:
+        info = describe(artifact)
+        if extract is not None:
+            for path in extract_sections(artifact, extract):
+                click.echo(f"wrote {path}", err=True)
+    except AotError as err:
+        _fail(err)
+        return
+    click.echo(json.dumps(info, indent=2) if as_json else summary(info))

@@ -1,0 +1,136 @@
+"""compile_model: model file -> IR -> optimized plan -> code -> one artifact."""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aot.errors import ModelError, UnsupportedError
+from aot.ir.graph import Graph
+from aot.pipeline import PipelineOptions, run_pipeline
+from aot.plan import ExecutionPlan
+
+FORMAT_VERSION = 1
+TARGETS = ("cpu",)
+
+
+@dataclass
+class CompileResult:
+    path: Path | None
+    artifact: bytes
+    manifest: dict[str, Any]
+    plan: ExecutionPlan
+
+    @property
+    def size(self) -> int:
+        return len(self.artifact)
+
+
+def _read_source(model: Any) -> tuple[Any, bytes, str]:
+    """(model for the importer, bytes to hash, display name)."""
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ModelError(f"cannot read model '{path}': no such file") from None
+        except IsADirectoryError:
+            raise ModelError(f"cannot read model '{path}': it is a directory") from None
+        except OSError as err:
+            raise ModelError(f"cannot read model '{path}': {err.strerror}") from None
+        return path, data, path.stem
+    serialize = getattr(model, "SerializeToString", None)
+    if serialize is None:
+        raise ModelError(f"expected a model path or an onnx.ModelProto, got {type(model).__name__}")
+    name = getattr(getattr(model, "graph", None), "name", "") or "model"
+    return model, serialize(), name
+
+
+def import_model(model: Any, shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[Graph, str, str]:
+    """Import an ONNX model (path or ModelProto): (graph, source sha256, model name)."""
+    source, data, name = _read_source(model)
+    if isinstance(source, Path) and source.suffix in (".mlir", ".stablehlo"):
+        raise UnsupportedError(f"'{source}': StableHLO import is not available yet; only ONNX models compile")
+    from aot.importers.onnx import import_onnx
+
+    graph = import_onnx(source, dict(shapes) if shapes else None)
+    return graph, hashlib.sha256(data).hexdigest(), name
+
+
+def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: str) -> dict[str, Any]:
+    from aot import __version__
+
+    graph = plan.graph
+
+    def tensor(value: Any, name: str) -> dict[str, Any]:
+        return {"name": name, "dtype": value.type.dtype.manifest_name, "shape": list(value.type.shape)}
+
+    return {
+        "format_version": FORMAT_VERSION,
+        "compiler": {"name": "aot", "version": __version__},
+        "model": {"name": model_name, "source_sha256": source_sha},
+        "inputs": [tensor(v, n) for v, n in zip(graph.inputs, graph.input_names)],
+        "outputs": [tensor(v, n) for v, n in zip(graph.outputs, graph.output_names)],
+        "arena": {"bytes": plan.arena_bytes, "alignment": 64, "lower_bound_bytes": plan.arena_lower_bound,
+                  "temporaries_bytes": plan.notes.get("temporaries_bytes", 0)},
+        "weights": {"section": "weights", "bytes": len(plan.weights), "alignment": 64},
+        "cpu": [{
+            "section": f"cpu.{code.target.arch}", "arch": code.target.arch, "triple": code.target.triple,
+            "cpu": code.target.cpu, "features": code.target.features, "entry": "aot_model_entry",
+        }],
+        "kernels": [
+            {"name": k.name, "symbol": symbol, "work": work, "ops": k.ops}
+            for k, (symbol, work) in zip(plan.kernels, code.kernels)
+        ],
+    }
+
+
+def compile_model(
+    model: Any,
+    output_path: str | os.PathLike | None = None,
+    *,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+    target: str = "cpu",
+    cpu: str = "native",
+    dump_ir: str | os.PathLike | None = None,
+    log: Callable[[str], None] | None = None,
+) -> CompileResult:
+    """Compile an ONNX model (path or onnx.ModelProto) into an .aot artifact.
+
+    Writes `output_path` when given; always returns the artifact bytes,
+    manifest and execution plan.
+    """
+    from aot.artifact import pack_artifact
+    from aot.codegen.cpu import CpuTarget, emit_cpu
+
+    if target not in TARGETS:
+        raise UnsupportedError(f"target '{target}' is not supported; choose one of {', '.join(TARGETS)}")
+    started = time.perf_counter()
+    graph, source_sha, name = import_model(model, shapes)
+    if log:
+        log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
+    dump_dir = Path(dump_ir) if dump_ir is not None else None
+    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log))
+    cpu_target = CpuTarget.from_name(cpu)
+    start = time.perf_counter()
+    code = emit_cpu(plan, cpu_target)
+    if log:
+        log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
+    if dump_dir is not None:
+        (dump_dir / "cpu.ll").write_text(code.llvm_ir)
+    manifest = build_manifest(plan, code, name, source_sha)
+    sections = [("weights", plan.weights), (f"cpu.{code.target.arch}", code.shared_object)]
+    artifact = pack_artifact(manifest, sections)
+    path = None
+    if output_path is not None:
+        path = Path(output_path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(artifact)
+        os.replace(tmp, path)
+    if log:
+        log(f"{'total':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  artifact {len(artifact)} B")
+    return CompileResult(path, artifact, manifest, plan)

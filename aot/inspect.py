@@ -1,0 +1,89 @@
+"""What is inside an artifact: manifest, sections and their sizes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aot.artifact import read_artifact
+
+# File names for sections when extracted; others keep their section name.
+_EXTRACT_SUFFIX = {"manifest": ".json", "weights": ".bin"}
+
+
+def _section_suffix(name: str) -> str:
+    if name in _EXTRACT_SUFFIX:
+        return _EXTRACT_SUFFIX[name]
+    if name.startswith("cpu."):
+        return ".so"
+    if name.startswith("ptx."):
+        return ".ptx"
+    return ".bin"
+
+
+def describe(path: str | Path) -> dict[str, Any]:
+    """Manifest plus a section table and headline numbers, as JSON-ready data."""
+    data = Path(path).read_bytes() if Path(path).is_file() else None
+    artifact = read_artifact(path)
+    manifest = artifact.manifest
+    sections = [
+        {"name": s.name, "codec": s.codec, "stored_bytes": s.stored_size, "raw_bytes": s.raw_size}
+        for s in artifact.table
+    ]
+    code_bytes = {s.name: s.raw_size for s in artifact.table if s.name.startswith(("cpu.", "ptx."))}
+    arena = manifest.get("arena", {})
+    return {
+        "file": str(path),
+        "file_bytes": len(data) if data is not None else None,
+        "model": manifest.get("model", {}),
+        "inputs": manifest.get("inputs", []),
+        "outputs": manifest.get("outputs", []),
+        "kernels": manifest.get("kernels", []),
+        "arena_bytes": arena.get("bytes"),
+        "arena_lower_bound_bytes": arena.get("lower_bound_bytes"),
+        "temporaries_bytes": arena.get("temporaries_bytes"),
+        "weights_bytes": manifest.get("weights", {}).get("bytes"),
+        "code_bytes": code_bytes,
+        "sections": sections,
+        "manifest": manifest,
+    }
+
+
+def _tensor(t: dict[str, Any]) -> str:
+    return f"{t['name']}: {t['dtype']}{t['shape']}"
+
+
+def summary(info: dict[str, Any]) -> str:
+    m = info["manifest"]
+    lines = [
+        f"{info['file']}: {info['file_bytes']} bytes, format {m.get('format_version')}, "
+        f"compiled by {m.get('compiler', {}).get('name')} {m.get('compiler', {}).get('version')}",
+        f"model {info['model'].get('name')} (sha256 {str(info['model'].get('source_sha256', ''))[:16]}...)",
+        "inputs:  " + ", ".join(_tensor(t) for t in info["inputs"]),
+        "outputs: " + ", ".join(_tensor(t) for t in info["outputs"]),
+        f"arena {info['arena_bytes']} B (lower bound {info['arena_lower_bound_bytes']} B, "
+        f"temporaries {info['temporaries_bytes']} B), weights {info['weights_bytes']} B",
+    ]
+    for target in m.get("cpu", []):
+        lines.append(f"cpu code: {target.get('arch')} {target.get('cpu')} ({target.get('triple')})")
+    lines.append("sections:")
+    for s in info["sections"]:
+        lines.append(f"  {s['name']:<16} {s['codec']:<5} {s['stored_bytes']:>10} B stored {s['raw_bytes']:>10} B raw")
+    lines.append(f"kernels ({len(info['kernels'])}):")
+    for k in info["kernels"]:
+        lines.append(f"  {k['name']:<24} work {k['work']:>6}  {'+'.join(k['ops'])}")
+    return "\n".join(lines)
+
+
+def extract_sections(path: str | Path, out_dir: Path) -> list[Path]:
+    """Write each section (decompressed) to out_dir; the manifest as pretty JSON."""
+    artifact = read_artifact(path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in artifact.sections.items():
+        target = out_dir / f"{name}{_section_suffix(name)}"
+        if name == "manifest":
+            data = (json.dumps(artifact.manifest, indent=2) + "\n").encode()
+        target.write_bytes(data)
+        written.append(target)
+    return written

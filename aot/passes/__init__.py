@@ -1,0 +1,1 @@
+"""Optimization passes, one per module."""

@@ -1,0 +1,25 @@
+"""Dead code elimination."""
+from __future__ import annotations
+
+from aot.ir.graph import Graph
+from aot.passes.base import Pass
+
+
+class DeadCodeElim(Pass):
+    """Remove nodes whose result reaches no graph output (all ops are pure).
+
+    before: %1 = exp(%x); return %x      after: return %x
+    """
+
+    name = "dce"
+
+    def run(self, graph: Graph) -> bool:
+        live = {id(v) for v in graph.outputs}
+        dead = []
+        for node in reversed(graph.nodes):
+            if id(node.out) in live:
+                live.update(id(v) for v in node.inputs)
+            else:
+                dead.append(node)
+        graph.remove_nodes(dead)
+        return bool(dead)
