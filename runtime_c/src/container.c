@@ -125,6 +125,8 @@ aot_status_t aot__container_parse(const void* data, size_t size, aot__container_
       return aot__fail(err, AOT_ERR_FORMAT,
                        "section '%s': raw size %llu != stored size %llu for codec none", s->name,
                        (unsigned long long)s->raw_size, (unsigned long long)s->stored_size);
+    if (!all_zero(p + prev_end, (size_t)(s->offset - prev_end)))
+      return aot__fail(err, AOT_ERR_FORMAT, "section '%s': padding before it is not zero", s->name);
     prev_end = s->offset + s->stored_size;
   }
   for (uint32_t i = 0; i < count; i++) {

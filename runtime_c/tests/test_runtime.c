@@ -1,0 +1,419 @@
+/* C tests of the runtime: open/run a hand-built artifact, threads, concurrent
+ * contexts, input validation, and damaged files (every truncation point, a
+ * flipped bit in every byte) that must fail with a message, never crash.
+ * usage: test_runtime TESTMODEL_SO BUILD_DIR */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot_runtime.h"
+#include "artifact_writer.h"
+
+static int g_failures = 0;
+static int g_checks = 0;
+
+#define CHECK(cond, ...)                                          \
+  do {                                                            \
+    g_checks++;                                                   \
+    if (!(cond)) {                                                \
+      g_failures++;                                               \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                               \
+      fprintf(stderr, "\n");                                      \
+    }                                                             \
+  } while (0)
+
+#define N 148
+#define C 37
+
+static const char* kManifestFmt =
+    "{\"format_version\": 1,\n"
+    " \"compiler\": {\"name\": \"aot\", \"version\": \"0.1.0\"},\n"
+    " \"model\": {\"name\": \"axpb\", \"source_sha256\": \"00\"},\n"
+    " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
+    " \"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]},\n"
+    "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
+    " \"arena\": {\"bytes\": 592, \"alignment\": 64},\n"
+    " \"weights\": {\"section\": \"weights\", \"bytes\": 148, \"alignment\": 64},\n"
+    " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"triple\": \"t\", \"cpu\": \"c\","
+    " \"features\": \"\", \"entry\": \"aot_model_entry\"}],\n"
+    " \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": 148, \"ops\": [\"mul\"]},\n"
+    "             {\"name\": \"k1\", \"symbol\": \"%s\", \"work\": 148},\n"
+    "             {\"name\": \"k2\", \"symbol\": \"aot_kernel_2\", \"work\": 1}],\n"
+    " \"unknown_key\": {\"nested\": [1, 2.5e3, null, true, \"\\u00e9\"]}\n"
+    "}\n";
+
+#if defined(__x86_64__)
+#define ARCH "x86_64"
+#else
+#define ARCH "aarch64"
+#endif
+
+static uint8_t* g_code;
+static size_t g_code_size;
+static float g_w[C];
+
+static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, size_t* out_size) {
+  char manifest[4096];
+  snprintf(manifest, sizeof manifest, kManifestFmt, arch, arch, k1_symbol);
+  char secname[32];
+  snprintf(secname, sizeof secname, "cpu.%s", arch);
+  tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {secname, g_code, g_code_size, zstd_code}};
+  return tw_pack(manifest, secs, 2, out_size);
+}
+
+static void fill_input(float* x, int seed) {
+  for (int i = 0; i < N; i++) x[i] = (float)((i * 7 + seed * 13) % 23) - 11.0f;
+}
+
+static aot_status_t run_once(aot_context_t* ctx, const float* x, float* y, float* s,
+                             aot_error_t* err) {
+  int64_t shape[2] = {4, 37};
+  aot_tensor_t in = {AOT_DTYPE_FLOAT32, 2, shape, (void*)x, sizeof(float) * N};
+  aot_tensor_t out[2] = {{AOT_DTYPE_FLOAT32, 2, shape, y, sizeof(float) * N},
+                         {AOT_DTYPE_FLOAT32, 0, NULL, s, sizeof(float)}};
+  return aot_run(ctx, &in, 1, out, 2, err);
+}
+
+static int check_result(const float* x, const float* y, float s) {
+  float sum = 0.0f;
+  for (int i = 0; i < N; i++) {
+    float want = x[i] * g_w[i % C] + 1.0f;
+    if (y[i] != want) return 0;
+    sum += want;
+  }
+  return s == sum;
+}
+
+static void test_basic(const uint8_t* art, size_t size) {
+  aot_error_t err;
+  aot_model_t* m = NULL;
+  aot_status_t st = aot_model_open_memory(art, size, &m, &err);
+  CHECK(st == AOT_OK, "open: %s", err.message);
+  if (st) return;
+  CHECK(aot_model_input_count(m) == 1, "inputs");
+  CHECK(aot_model_output_count(m) == 2, "outputs");
+  CHECK(strcmp(aot_model_name(m), "axpb") == 0, "name %s", aot_model_name(m));
+  CHECK(aot_model_arena_bytes(m) == 592, "arena");
+  aot_tensor_info_t info;
+  CHECK(aot_model_input_info(m, 0, &info, &err) == AOT_OK, "%s", err.message);
+  CHECK(strcmp(info.name, "x") == 0 && info.dtype == AOT_DTYPE_FLOAT32 && info.rank == 2 &&
+            info.shape[0] == 4 && info.shape[1] == 37 && info.byte_size == 592,
+        "input info");
+  CHECK(aot_model_output_info(m, 1, &info, &err) == AOT_OK, "%s", err.message);
+  CHECK(strcmp(info.name, "s") == 0 && info.rank == 0 && info.byte_size == 4, "output info");
+  CHECK(aot_model_output_info(m, 2, &info, &err) == AOT_ERR_INVALID_ARGUMENT, "index range");
+
+  float x[N], y1[N], y4[N], s1 = 0, s4 = 0;
+  fill_input(x, 1);
+  aot_context_t* c1 = NULL;
+  aot_context_t* c4 = NULL;
+  CHECK(aot_context_create(m, NULL, &c1, &err) == AOT_OK, "%s", err.message);
+  aot_context_options_t opt = {sizeof opt, 4};
+  CHECK(aot_context_create(m, &opt, &c4, &err) == AOT_OK, "%s", err.message);
+  CHECK(run_once(c1, x, y1, &s1, &err) == AOT_OK, "run1: %s", err.message);
+  CHECK(check_result(x, y1, s1), "threads=1 result");
+  for (int rep = 0; rep < 50; rep++) {
+    memset(y4, 0, sizeof y4);
+    s4 = 0;
+    CHECK(run_once(c4, x, y4, &s4, &err) == AOT_OK, "run4: %s", err.message);
+    CHECK(memcmp(y1, y4, sizeof y1) == 0 && s1 == s4, "threads=4 differs from threads=1");
+  }
+
+  /* Validation of the caller's tensors. */
+  int64_t shape[2] = {4, 37}, bad_shape[2] = {4, 36};
+  aot_tensor_t in = {AOT_DTYPE_FLOAT32, 2, shape, x, sizeof x};
+  aot_tensor_t out[2] = {{AOT_DTYPE_FLOAT32, 2, shape, y1, sizeof y1},
+                         {AOT_DTYPE_FLOAT32, 0, NULL, &s1, 4}};
+  st = aot_run(c1, &in, 0, out, 2, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "expected 1 inputs, got 0"), "%s",
+        err.message);
+  in.shape = bad_shape;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH &&
+            strstr(err.message, "input 'x' (index 0): expected shape [4,37], got [4,36]"),
+        "%s", err.message);
+  in.shape = shape;
+  in.rank = 1;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH && strstr(err.message, "got [4]"), "%s", err.message);
+  in.rank = 2;
+  in.dtype = AOT_DTYPE_INT32;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_DTYPE_MISMATCH &&
+            strstr(err.message, "input 'x' (index 0): expected dtype float32, got int32"),
+        "%s", err.message);
+  in.dtype = AOT_DTYPE_FLOAT32;
+  in.byte_size = 100;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH && strstr(err.message, "byte_size 100"), "%s", err.message);
+  in.byte_size = sizeof x;
+  out[1].rank = 1;
+  out[1].shape = shape;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH && strstr(err.message, "output 's' (index 1)"), "%s",
+        err.message);
+  out[1].rank = 0;
+  out[0].data = NULL;
+  st = aot_run(c1, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "data is NULL"), "%s", err.message);
+  CHECK(aot_run(NULL, &in, 1, out, 2, NULL) == AOT_ERR_INVALID_ARGUMENT, "NULL ctx, NULL err");
+  aot_context_options_t small = {4, 2};
+  aot_context_t* cx = NULL;
+  CHECK(aot_context_create(m, &small, &cx, &err) == AOT_ERR_INVALID_ARGUMENT && !cx, "%s",
+        err.message);
+
+  aot_context_destroy(c1);
+  aot_context_destroy(c4);
+  aot_model_close(m);
+}
+
+typedef struct {
+  const aot_model_t* model;
+  int seed;
+  int ok;
+  uint32_t threads;
+} worker_arg_t;
+
+static void* worker(void* p) {
+  worker_arg_t* a = (worker_arg_t*)p;
+  aot_context_options_t opt = {sizeof opt, a->threads};
+  aot_context_t* ctx = NULL;
+  aot_error_t err;
+  a->ok = aot_context_create(a->model, &opt, &ctx, &err) == AOT_OK;
+  float x[N], y[N], s;
+  for (int i = 0; a->ok && i < 200; i++) {
+    fill_input(x, a->seed + i);
+    a->ok = run_once(ctx, x, y, &s, &err) == AOT_OK && check_result(x, y, s);
+  }
+  aot_context_destroy(ctx);
+  return NULL;
+}
+
+static void test_concurrent(const uint8_t* art, size_t size) {
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  if (aot_model_open_memory(art, size, &m, &err) != AOT_OK) {
+    CHECK(0, "open: %s", err.message);
+    return;
+  }
+  pthread_t t[2];
+  worker_arg_t a[2] = {{m, 1, 0, 1}, {m, 1000, 0, 3}};
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, worker, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK(a[0].ok && a[1].ok, "concurrent contexts");
+  aot_model_close(m);
+}
+
+static void test_two_models(const uint8_t* art, size_t size) {
+  /* Two models open at once load two independent code images. */
+  aot_model_t *m1 = NULL, *m2 = NULL;
+  aot_error_t err;
+  CHECK(aot_model_open_memory(art, size, &m1, &err) == AOT_OK, "%s", err.message);
+  CHECK(aot_model_open_memory(art, size, &m2, &err) == AOT_OK, "%s", err.message);
+  aot_model_close(m1);
+  aot_context_t* c = NULL;
+  float x[N], y[N], s;
+  fill_input(x, 5);
+  if (m2 && aot_context_create(m2, NULL, &c, &err) == AOT_OK) {
+    CHECK(run_once(c, x, y, &s, &err) == AOT_OK && check_result(x, y, s), "second model");
+    aot_context_destroy(c);
+  }
+  aot_model_close(m2);
+}
+
+/* Which section (or "header") holds byte i of the artifact. */
+static const char* owner_of(const uint8_t* art, size_t i, char* buf, size_t bufsize) {
+  uint32_t count = art[12];
+  if (i < 64 + 64 * (size_t)count) return "header";
+  for (uint32_t k = 0; k < count; k++) {
+    const uint8_t* e = art + 64 + 64 * k;
+    uint64_t off = 0, n = 0;
+    memcpy(&off, e + 32, 8);
+    memcpy(&n, e + 40, 8);
+    if (i < off) {
+      snprintf(buf, bufsize, "section '%s': padding", (const char*)e);
+      return buf;
+    }
+    if (i < off + n) {
+      snprintf(buf, bufsize, "section '%s'", (const char*)e);
+      return buf;
+    }
+  }
+  return "?";
+}
+
+static void test_damage(const uint8_t* art, size_t size) {
+  uint8_t* copy = malloc(size);
+  aot_error_t err;
+  /* Every truncation point. */
+  for (size_t n = 0; n < size; n++) {
+    aot_model_t* m = NULL;
+    aot_status_t st = aot_model_open_memory(art, n, &m, &err);
+    CHECK(st != AOT_OK && m == NULL && err.message[0], "truncated to %zu opened", n);
+    if (n >= 64) CHECK(strstr(err.message, "truncated: file is"), "n=%zu: %s", n, err.message);
+  }
+  /* Trailing data. */
+  uint8_t* longer = calloc(1, size + 1);
+  memcpy(longer, art, size);
+  aot_model_t* m = NULL;
+  CHECK(aot_model_open_memory(longer, size + 1, &m, &err) == AOT_ERR_FORMAT &&
+            strstr(err.message, "trailing data"),
+        "%s", err.message);
+  free(longer);
+  /* A flipped bit in every byte is detected and attributed. */
+  char owner[64];
+  for (size_t i = 0; i < size; i++) {
+    memcpy(copy, art, size);
+    copy[i] ^= (uint8_t)(1u << (i % 8));
+    m = NULL;
+    aot_status_t st = aot_model_open_memory(copy, size, &m, &err);
+    const char* who = owner_of(art, i, owner, sizeof owner);
+    CHECK(st != AOT_OK && m == NULL, "flip at %zu (%s) opened", i, who);
+    if (strcmp(who, "header") == 0) {
+      CHECK(i < 8 ? strstr(err.message, "bad magic") != NULL
+                  : (i < 12 ? strstr(err.message, "version") != NULL
+                            : err.message[0] != 0),
+            "flip at %zu: %s", i, err.message);
+    } else {
+      CHECK(strstr(err.message, who) != NULL, "flip at %zu: want '%s', got '%s'", i, who,
+            err.message);
+    }
+    aot_model_close(m);
+  }
+  free(copy);
+}
+
+static void expect_open_error(const uint8_t* art, size_t size, aot_status_t code,
+                              const char* needle, const char* what) {
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  aot_status_t st = aot_model_open_memory(art, size, &m, &err);
+  CHECK(st == code && m == NULL && strstr(err.message, needle), "%s: status %d, '%s'", what, st,
+        err.message);
+  aot_model_close(m);
+}
+
+static void test_manifest_errors(void) {
+  size_t size;
+  uint8_t* art = build(ARCH, "aot_kernel_9", 1, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "missing symbol 'aot_kernel_9'", "missing symbol");
+  free(art);
+  const char* other = strcmp(ARCH, "x86_64") == 0 ? "aarch64" : "x86_64";
+  art = build(other, "aot_kernel_1", 1, &size);
+  expect_open_error(art, size, AOT_ERR_UNSUPPORTED, "no CPU code for " ARCH, "wrong arch");
+  free(art);
+
+  static const struct {
+    const char* json;
+    aot_status_t code;
+    const char* needle;
+  } cases[] = {
+      {"[1]", AOT_ERR_FORMAT, "top level is not a JSON object"},
+      {"{\"format_version\": 1,}", AOT_ERR_FORMAT, "JSON error at byte"},
+      {"{\"format_version\": 2}", AOT_ERR_UNSUPPORTED, "format_version 2"},
+      {"{\"format_version\": 1, \"format_version\": 1}", AOT_ERR_FORMAT, "duplicate key"},
+      {"{\"format_version\": 1}", AOT_ERR_FORMAT, "\"inputs\" must be an array"},
+      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"complex64\", "
+       "\"shape\": []}], \"outputs\": []}",
+       AOT_ERR_UNSUPPORTED, "unknown dtype \"complex64\""},
+      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
+       "\"shape\": [-1]}], \"outputs\": []}",
+       AOT_ERR_FORMAT, "shape[0] must be a non-negative integer"},
+      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
+       "\"shape\": [1.5]}], \"outputs\": []}",
+       AOT_ERR_FORMAT, "shape[0] must be a non-negative integer"},
+      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"float64\", "
+       "\"shape\": [4294967296, 4294967296]}], \"outputs\": []}",
+       AOT_ERR_FORMAT, "byte size overflows"},
+      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": []}",
+       AOT_ERR_UNSUPPORTED, "no CPU code"},
+      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"weights\": {\"section\": "
+       "\"weights\", \"bytes\": 8}, \"cpu\": []}",
+       AOT_ERR_FORMAT, "section 'weights': missing"},
+      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": [{\"arch\": \"" ARCH
+       "\", \"section\": \"cpu.nope\"}]}",
+       AOT_ERR_FORMAT, "section 'cpu.nope': missing"},
+      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"arena\": {\"bytes\": 1, "
+       "\"alignment\": 3}, \"cpu\": []}",
+       AOT_ERR_FORMAT, "not a power of two"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    art = tw_pack(cases[i].json, NULL, 0, &size);
+    expect_open_error(art, size, cases[i].code, cases[i].needle, cases[i].json);
+    free(art);
+  }
+  /* A code section that is not an ELF image. */
+  char manifest[512];
+  snprintf(manifest, sizeof manifest,
+           "{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": [{\"arch\": \"%s\","
+           " \"section\": \"cpu.%s\"}]}",
+           ARCH, ARCH);
+  static const char kJunk[100] = "not an ELF image at all";
+  tw_section_t junk = {"cpu." ARCH, kJunk, sizeof kJunk, 0};
+  art = tw_pack(manifest, &junk, 1, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "not an ELF image", "junk code");
+  free(art);
+}
+
+static void test_file(const uint8_t* art, size_t size, const char* dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/test_runtime.aot", dir);
+  CHECK(tw_write_file(path, art, size) == 0, "write %s", path);
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  CHECK(aot_model_open_file(path, &m, &err) == AOT_OK, "%s", err.message);
+  aot_model_close(m);
+  m = NULL;
+  CHECK(aot_model_open_file("/nonexistent/x.aot", &m, &err) == AOT_ERR_IO &&
+            strstr(err.message, "cannot open '/nonexistent/x.aot'"),
+        "%s", err.message);
+  CHECK(aot_model_open_file(dir, &m, &err) == AOT_ERR_IO, "directory: %s", err.message);
+  /* Raw input for the example program (run by the Makefile's caller). */
+  float x[N];
+  fill_input(x, 3);
+  snprintf(path, sizeof path, "%s/test_runtime.x.bin", dir);
+  CHECK(tw_write_file(path, x, sizeof x) == 0, "write %s", path);
+  float y[N], s = 0;
+  for (int i = 0; i < N; i++) {
+    y[i] = x[i] * g_w[i % C] + 1.0f;
+    s += y[i];
+  }
+  snprintf(path, sizeof path, "%s/test_runtime.y.expected.bin", dir);
+  CHECK(tw_write_file(path, y, sizeof y) == 0, "write %s", path);
+  snprintf(path, sizeof path, "%s/test_runtime.s.expected.bin", dir);
+  CHECK(tw_write_file(path, &s, sizeof s) == 0, "write %s", path);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s TESTMODEL_SO BUILD_DIR\n", argv[0]);
+    return 2;
+  }
+  g_code = tw_read_file(argv[1], &g_code_size);
+  if (!g_code) {
+    fprintf(stderr, "cannot read %s\n", argv[1]);
+    return 2;
+  }
+  for (int i = 0; i < C; i++) g_w[i] = 0.5f + (float)i * 0.25f;
+  CHECK(aot_abi_version() == AOT_ABI_VERSION, "abi");
+  CHECK(strcmp(aot_status_string(AOT_ERR_CHECKSUM), "checksum mismatch") == 0, "status string");
+  CHECK(aot_dtype_size(AOT_DTYPE_BOOL) == 1 && aot_dtype_size(AOT_DTYPE_BFLOAT16) == 2, "sizes");
+
+  size_t size;
+  uint8_t* art = build(ARCH, "aot_kernel_1", 1, &size);
+  test_basic(art, size);
+  test_concurrent(art, size);
+  test_two_models(art, size);
+  test_damage(art, size);
+  test_file(art, size, argv[2]);
+  free(art);
+  art = build(ARCH, "aot_kernel_1", 0, &size); /* uncompressed code section */
+  test_basic(art, size);
+  free(art);
+  test_manifest_errors();
+  free(g_code);
+  printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);
+  return g_failures ? 1 : 0;
+}
