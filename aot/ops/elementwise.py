@@ -175,14 +175,24 @@ def _convert_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorTy
     return ins[0].with_dtype(dtype)
 
 
+def _saturating_float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """float -> int truncates toward zero; NaN gives 0 and out-of-range values saturate (LLVM fptosi.sat)."""
+    info = np.iinfo(target)
+    f = np.trunc(x.astype(np.float64))
+    too_high = f >= float(info.max)
+    too_low = f <= float(info.min)
+    in_range = ~(too_high | too_low | np.isnan(f))
+    result = np.where(in_range, f, 0).astype(target)
+    result[too_high] = info.max
+    result[too_low] = info.min
+    return result
+
+
 def _convert_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorType) -> np.ndarray:
     x = ins[0]
     target = out.dtype.to_numpy()
-    if out.dtype.is_int and x.dtype.kind == "f":
-        # float -> int truncates toward zero; out-of-range is undefined (as in C), clamp to stay defined
-        info = np.iinfo(target)
-        with np.errstate(all="ignore"):
-            x = np.clip(np.nan_to_num(np.trunc(x.astype(np.float64))), info.min, info.max)
+    if out.dtype.is_int and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
+        return _saturating_float_to_int(x, target)
     if out.dtype is DType.BOOL:
         return x != 0
     with np.errstate(all="ignore"):
