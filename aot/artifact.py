@@ -246,9 +246,9 @@ def parse_table(buf: bytes) -> list[SectionInfo]:
     if file_size < n:
         raise ArtifactError(f"trailing data: file is {n} bytes, header says {file_size}")
     if count < 1 or count > MAX_SECTIONS:
-        raise ArtifactError(f"bad section count {count} (must be 1..{MAX_SECTIONS})")
+        raise ArtifactError(f"header: bad section count {count} (must be 1..{MAX_SECTIONS})")
     if table_off != HEADER_SIZE:
-        raise ArtifactError(f"bad section table offset {table_off} (must be {HEADER_SIZE})")
+        raise ArtifactError(f"header: bad section table offset {table_off} (must be {HEADER_SIZE})")
     table_end = HEADER_SIZE + count * ENTRY_SIZE
     if table_end > n:
         raise ArtifactError(f"truncated: file is {n} bytes, section table ends at {table_end}")

@@ -80,10 +80,10 @@ aot_status_t aot__container_parse(const void* data, size_t size, aot__container_
     return aot__fail(err, AOT_ERR_FORMAT, "trailing data: file is %llu bytes, header says %llu",
                      (unsigned long long)n, (unsigned long long)file_size);
   if (count < 1 || count > AOT_MAX_SECTIONS)
-    return aot__fail(err, AOT_ERR_FORMAT, "bad section count %u (must be 1..%u)", count,
+    return aot__fail(err, AOT_ERR_FORMAT, "header: bad section count %u (must be 1..%u)", count,
                      AOT_MAX_SECTIONS);
   if (table_off != HEADER_SIZE)
-    return aot__fail(err, AOT_ERR_FORMAT, "bad section table offset %llu (must be %u)",
+    return aot__fail(err, AOT_ERR_FORMAT, "header: bad section table offset %llu (must be %u)",
                      (unsigned long long)table_off, HEADER_SIZE);
   uint64_t table_end = HEADER_SIZE + (uint64_t)count * ENTRY_SIZE; /* count <= 64: no wrap */
   if (table_end > n)

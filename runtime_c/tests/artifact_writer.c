@@ -25,7 +25,7 @@ uint8_t* tw_pack(const char* manifest_json, const tw_section_t* sections, size_t
   all[0].data = manifest_json;
   all[0].size = strlen(manifest_json);
   all[0].zstd = 1;
-  memcpy(all + 1, sections, count * sizeof *sections);
+  if (count) memcpy(all + 1, sections, count * sizeof *sections);
   size_t off = align64(64 + 64 * total);
   size_t end = off;
   for (size_t i = 0; i < total; i++) {
