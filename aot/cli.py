@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -112,7 +113,8 @@ def _parse_inputs(items: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), help="write each output as NAME.npy")
 @click.option("--threads", type=int, default=1, show_default=True, help="worker threads")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for random inputs")
-def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int) -> None:
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="runs to time; prints the median")
+def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int, repeat: int) -> None:
     """Run ARTIFACT through the C runtime and print its outputs."""
     import numpy as np
 
@@ -125,9 +127,11 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
         for info in session.get_inputs():
             if info.name not in feeds:
                 feeds[info.name] = _random_input(rng, info.shape, info.dtype)
-        start = time.perf_counter()
-        outputs = session.run(None, feeds)
-        elapsed = (time.perf_counter() - start) * 1000
+        timings = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            outputs = session.run(None, feeds)
+            timings.append((time.perf_counter() - start) * 1000)
     except AotError as err:
         _fail(err)
         return
@@ -138,7 +142,12 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
         if output_dir is not None:
             output_dir.mkdir(parents=True, exist_ok=True)
             np.save(output_dir / f"{info.name}.npy", value)
-    click.echo(f"ran in {elapsed:.3f} ms")
+    size = artifact.stat().st_size
+    if repeat == 1:
+        click.echo(f"artifact {size} bytes; ran in {timings[0]:.3f} ms")
+    else:
+        click.echo(f"artifact {size} bytes; latency median {statistics.median(timings):.3f} ms, "
+                   f"min {min(timings):.3f} ms over {repeat} runs ({threads} thread(s))")
 
 
 def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:

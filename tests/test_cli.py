@@ -1,0 +1,80 @@
+"""The command line: aot-compile, aot inspect, aot run."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from aot.cli import compile_main, main, parse_shape_option
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "models"))
+import make_samples  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lenet(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli")
+    paths = make_samples.write_samples(out)
+    artifact = out / "lenet.aot"
+    result = CliRunner().invoke(compile_main, [str(paths["lenet"]), "-o", str(artifact), "--explain", "fusion"])
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "root because" in result.output
+    return paths["lenet"], artifact
+
+
+def test_inspect_text_and_json(lenet):
+    _, artifact = lenet
+    text = CliRunner().invoke(main, ["inspect", str(artifact)])
+    assert text.exit_code == 0 and "kernels" in text.output and "weights" in text.output
+    raw = CliRunner().invoke(main, ["inspect", "--json", str(artifact)])
+    info = json.loads(raw.output)
+    assert info["inputs"] == [{"name": "x", "dtype": "float32", "shape": [1, 1, 28, 28]}]
+    assert info["arena_bytes"] >= info["arena_lower_bound_bytes"] > 0
+    assert info["weights_bytes"] > 0 and info["kernels"]
+    assert set(s["name"] for s in info["sections"]) >= {"manifest", "weights"}
+
+
+def test_inspect_extract(lenet, tmp_path):
+    _, artifact = lenet
+    result = CliRunner().invoke(main, ["inspect", str(artifact), "--extract", str(tmp_path / "x")])
+    assert result.exit_code == 0
+    names = sorted(p.name for p in (tmp_path / "x").iterdir())
+    assert "manifest.json" in names and "weights.bin" in names and any(n.endswith(".so") for n in names)
+    assert json.loads((tmp_path / "x" / "manifest.json").read_text())["format_version"] == 1
+
+
+def test_run_writes_outputs(lenet, tmp_path):
+    model, artifact = lenet
+    x = model.with_suffix(".input.npy")
+    result = CliRunner().invoke(main, ["run", str(artifact), "--input", f"x={x}", "--output-dir", str(tmp_path), "--repeat", "3"])
+    assert result.exit_code == 0, result.output
+    assert "latency median" in result.output
+    y = np.load(tmp_path / "y.npy")
+    assert y.shape == (1, 10) and abs(float(y.sum()) - 1.0) < 1e-5  # softmax output
+
+
+def test_dump_ir(lenet, tmp_path):
+    model, _ = lenet
+    result = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "m.aot"), "--dump-ir", str(tmp_path / "dump"), "-v"])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    assert names[0] == "00-import.ir" and "cpu.ll" in names and any(n.endswith("-fusion.txt") for n in names)
+    assert "const-fold" in result.output  # -v timing lines (stderr is mixed in by CliRunner)
+
+
+def test_errors_exit_nonzero_with_a_message(tmp_path):
+    missing = CliRunner().invoke(compile_main, [str(tmp_path / "none.onnx")])
+    assert missing.exit_code == 1 and "error:" in missing.output and "no such file" in missing.output
+    bad = tmp_path / "bad.aot"
+    bad.write_bytes(b"AOTMODEL" + b"\0" * 10)
+    broken = CliRunner().invoke(main, ["inspect", str(bad)])
+    assert broken.exit_code == 1 and "error:" in broken.output
+
+
+def test_shape_option():
+    assert parse_shape_option(("x=1x3x224x224", "mask=")) == {"x": (1, 3, 224, 224), "mask": ()}
+    with pytest.raises(Exception, match="NAME=DIMS"):
+        parse_shape_option(("x=1xfoo",))
