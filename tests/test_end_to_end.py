@@ -91,7 +91,7 @@ def c_runner(tmp_path_factory):
     if subprocess.run(["sh", "-c", "command -v cc"], capture_output=True).returncode:
         pytest.skip("no C compiler")
     build = tmp_path_factory.mktemp("cbuild")
-    subprocess.run(["make", "-s", "-C", str(ROOT / "runtime_c"), f"BUILD_DIR={build}", "lib"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "runtime_c"), f"BUILD_DIR={build}"], check=True)
     exe = build / "run_model"
     subprocess.run(
         ["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'runtime_c/include'}",
@@ -109,7 +109,7 @@ def test_c_program_matches_onnxruntime(compiled, c_runner, tmp_path, name):
     x_file = tmp_path / "x.bin"
     x.tofile(x_file)
     y_file = tmp_path / "y.bin"
-    result = subprocess.run([str(c_runner), str(artifacts[name]), str(x_file), str(y_file)], capture_output=True, text=True)
+    result = subprocess.run([str(c_runner), str(artifacts[name]), "-i", str(x_file), "-o", str(y_file)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     want = reference_outputs(paths[name], {"x": x})[0]
     got = np.fromfile(y_file, dtype=np.float32).reshape(want.shape)
