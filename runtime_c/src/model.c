@@ -90,6 +90,10 @@ static aot_status_t parse_tensors(const aot__json_t* root, const char* key,
     const char *name, *dtype;
     if ((st = get_string(t, "name", where, 1, &name, err))) goto fail;
     if ((st = get_string(t, "dtype", where, 1, &dtype, err))) goto fail;
+    if (!name[0]) {
+      st = aot__fail(err, AOT_ERR_FORMAT, "%s: empty name", where);
+      goto fail;
+    }
     for (uint32_t j = 0; j < i; j++)
       if (strcmp(d[j].name, name) == 0) {
         st = aot__fail(err, AOT_ERR_FORMAT, "%s: duplicate name '%s'", where, name);
