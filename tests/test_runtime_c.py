@@ -241,3 +241,26 @@ def test_build_failure_is_run_error(tmp_path):
     (fake / "Makefile").write_text("all:\n\t@echo broken-build-output; exit 3\n")
     with pytest.raises(RunError, match="broken-build-output"):
         runtime.build_runtime(root=fake, cache=tmp_path / "cache")
+
+
+def test_extra_dtypes_and_empty_tensors(code):
+    """Inputs the kernels ignore: an empty bool tensor and a bfloat16 vector."""
+    m = _manifest()
+    m["inputs"] += [{"name": "e", "dtype": "bool", "shape": [0, 3]},
+                    {"name": "b", "dtype": "bfloat16", "shape": [2]},
+                    {"name": "i", "dtype": "int64", "shape": []}]
+    blob = pack_artifact(m, [("weights", W.tobytes()), (f"cpu.{ARCH}", code)])
+    x = np.ones((4, 37), np.float32)
+    with runtime.Session(blob) as s:
+        types = [i.type for i in s.get_inputs()]
+        assert types == ["tensor(float)", "tensor(bool)", "tensor(bfloat16)", "tensor(int64)"]
+        feeds = {"x": x, "e": np.zeros((0, 3), bool), "b": np.zeros(2, np.uint16), "i": np.int64(3)}
+        y, _ = s.run(None, feeds)
+        np.testing.assert_array_equal(y, _expected(x)[0])
+        bf16 = s.get_inputs()[2].dtype
+        feeds["b"] = np.zeros(2, bf16)
+        s.run(None, feeds)
+        with pytest.raises(RunError, match="input 'b': expected dtype bfloat16, got float32"):
+            s.run(None, dict(feeds, b=np.zeros(2, np.float32)))
+        with pytest.raises(RunError, match=r"input 'e': expected shape \[0,3\], got \[3\]"):
+            s.run(None, dict(feeds, e=np.zeros(3, bool)))
