@@ -1,0 +1,85 @@
+"""Side-by-side latency and size: aot artifact vs onnxruntime on the sample models.
+
+    python benchmarks/bench_samples.py [--runs 200] [--threads 1] [models...]
+
+Both engines run in this one process, interleaved run by run, so machine noise
+hits both alike. Prints medians and the ratio onnxruntime / aot (above 1 means
+aot is faster), and artifact bytes against the ONNX file and weight bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "models"))
+
+import make_samples  # noqa: E402
+
+import aot  # noqa: E402
+from aot.inspect import describe  # noqa: E402
+
+
+def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dict[str, float]:
+    import onnxruntime as ort
+
+    artifact = out_dir / f"{name}.aot"
+    start = time.perf_counter()
+    aot.compile(model, artifact)
+    compile_s = time.perf_counter() - start
+    x = np.load(model.with_suffix(".input.npy"))
+    ours = aot.Session(artifact, threads=threads)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    feeds = {"x": x}
+    for _ in range(10):  # warm up both
+        ours.run(None, feeds)
+        peer.run(None, feeds)
+    t_ours, t_peer = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        ours.run(None, feeds)
+        t_ours.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        peer.run(None, feeds)
+        t_peer.append(time.perf_counter() - start)
+    info = describe(artifact)
+    diff = float(np.max(np.abs(ours.run(None, feeds)[0] - peer.run(None, feeds)[0])))
+    return {
+        "aot_ms": statistics.median(t_ours) * 1e3,
+        "ort_ms": statistics.median(t_peer) * 1e3,
+        "artifact_bytes": info["file_bytes"],
+        "onnx_bytes": model.stat().st_size,
+        "weights_bytes": info["weights_bytes"],
+        "compile_s": compile_s,
+        "max_abs_diff": diff,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=["mlp", "lenet", "lenet_bn"])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        paths = make_samples.write_samples(out)
+        header = f"{'model':<10} {'aot ms':>9} {'ort ms':>9} {'ort/aot':>8} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>10}"
+        print(f"threads={args.threads}, runs={args.runs}, medians")
+        print(header)
+        for name in args.models:
+            r = bench(name, paths[name], out, args.runs, args.threads)
+            print(f"{name:<10} {r['aot_ms']:>9.4f} {r['ort_ms']:>9.4f} {r['ort_ms'] / r['aot_ms']:>8.2f} "
+                  f"{r['artifact_bytes']:>11} {r['onnx_bytes']:>10} {r['weights_bytes']:>10} {r['compile_s']:>9.2f} {r['max_abs_diff']:>10.2e}")
+
+
+if __name__ == "__main__":
+    main()
