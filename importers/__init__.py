@@ -1,0 +1,1 @@
+"""Front ends that lower model formats into the aot IR (installed as `aot.importers`)."""

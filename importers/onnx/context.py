@@ -1,0 +1,179 @@
+"""Lowering context: the environment of ONNX names and helpers shared by op lowerings.
+
+`Ctx.op` folds an op whose operands are all constants into a constant when
+the result is small or no larger than its operands, so shape subgraphs
+(Shape -> Gather -> Concat -> Reshape) resolve at import while a scalar
+broadcast to an activation's shape stays a broadcast (folding it would turn
+one number into a weight).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from aot.errors import ModelError, UnsupportedError
+from aot.ir import Builder, DType, Graph, Value
+from aot.ir.builder import normalize_attr
+from aot.ir.types import TensorType
+from aot.ops import evaluate, infer_type
+
+# Fold results up to this many elements even when they grow (shape vectors, small masks).
+FOLD_SMALL_ELEMENTS = 64
+
+
+class Ctx:
+    """State of one import: the IR graph, ONNX name -> Value, and the node being lowered."""
+
+    def __init__(self, graph: Graph, opset: int):
+        self.graph = graph
+        self.opset = opset
+        self.env: dict[str, Value] = {}
+        self.pending: dict[str, onnx.TensorProto] = {}  # initializers not materialised yet
+        self.unavailable: dict[str, str] = {}  # outputs aot does not produce -> why
+        self.b = Builder(graph)
+
+    # -- values -------------------------------------------------------------
+    def value(self, name: str) -> Value:
+        if name not in self.env and name in self.pending:
+            from .loader import tensor_to_array
+
+            array = tensor_to_array(self.pending.pop(name), f"initializer '{name}'")
+            self.env[name] = Builder(self.graph).constant(array, name=self.graph.fresh_name(name))
+        return self.env[name]
+
+    def const(self, v: Value | None) -> np.ndarray | None:
+        return None if v is None else self.graph.constant_value(v)
+
+    # -- op emission ----------------------------------------------------------
+    def op(self, op: str, inputs: Sequence[Value], **attrs: Any) -> Value:
+        arrays = [self.graph.constant_value(v) for v in inputs]
+        if inputs and all(a is not None for a in arrays):
+            norm = {k: normalize_attr(v) for k, v in attrs.items()}
+            out_type = infer_type(op, [v.type for v in inputs], norm)
+            largest = max(a.size for a in arrays)
+            if out_type.size <= max(largest, FOLD_SMALL_ELEMENTS):
+                return self.constant(evaluate(op, arrays, norm, out_type))
+        return self.b.op(op, inputs, **attrs)
+
+    def constant(self, array: np.ndarray | float | int | bool, dtype: DType | None = None) -> Value:
+        return self.b.constant(array, dtype)
+
+    def scalar(self, value: float | int | bool, dtype: DType) -> Value:
+        return self.b.constant(np.array(value).astype(dtype.to_numpy()))
+
+    def full(self, value: float | int | bool, type: TensorType) -> Value:
+        """`value` broadcast to `type` (a scalar constant plus a broadcast, never a folded weight)."""
+        s = self.scalar(value, type.dtype)
+        if type.shape == ():
+            return s
+        return self.op("broadcast", [s], shape=type.shape, dims=())
+
+    # -- shape helpers --------------------------------------------------------
+    def broadcast_to(self, v: Value, shape: Sequence[int]) -> Value:
+        """Numpy-style (right-aligned) broadcast of `v` to `shape`."""
+        shape = tuple(shape)
+        if v.type.shape == shape:
+            return v
+        offset = len(shape) - v.type.rank
+        return self.op("broadcast", [v], shape=shape, dims=tuple(range(offset, len(shape))))
+
+    def broadcast_in_dims(self, v: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+        if v.type.shape == tuple(shape) and tuple(dims) == tuple(range(len(shape))):
+            return v
+        return self.op("broadcast", [v], shape=tuple(shape), dims=tuple(dims))
+
+    def reshape(self, v: Value, shape: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if v.type.shape == shape:
+            return v
+        return self.op("reshape", [v], shape=shape)
+
+    def transpose(self, v: Value, perm: Sequence[int]) -> Value:
+        perm = tuple(perm)
+        if perm == tuple(range(len(perm))):
+            return v
+        return self.op("transpose", [v], perm=perm)
+
+    def convert(self, v: Value, dtype: DType) -> Value:
+        if v.type.dtype is dtype:
+            return v
+        return self.op("convert", [v], dtype=dtype)
+
+    def binary(self, op: str, a: Value, b: Value, **attrs: Any) -> Value:
+        """Elementwise binary op with ONNX multidirectional broadcasting."""
+        shape = broadcast_shape(self, a.type.shape, b.type.shape)
+        return self.op(op, [self.broadcast_to(a, shape), self.broadcast_to(b, shape)], **attrs)
+
+    def binary_scalar(self, op: str, a: Value, value: float | int) -> Value:
+        return self.op(op, [a, self.full(value, a.type)])
+
+    def reduce(self, v: Value, kind: str, axes: Sequence[int], keepdims: bool = False) -> Value:
+        axes = tuple(sorted(set(axes)))
+        out = self.op("reduce", [v], kind=kind, axes=axes)
+        if keepdims:
+            out = self.reshape(out, [1 if i in axes else d for i, d in enumerate(v.type.shape)])
+        return out
+
+    def unreduce(self, v: Value, shape: Sequence[int], axes: Sequence[int]) -> Value:
+        """Broadcast a reduced value (axes removed) back to `shape`."""
+        kept = tuple(i for i in range(len(shape)) if i not in set(axes))
+        return self.broadcast_in_dims(v, shape, kept)
+
+    # -- errors ---------------------------------------------------------------
+    def unsupported(self, what: str) -> UnsupportedError:
+        return UnsupportedError(f"node '{self.node_name}' ({self.node_op}, opset {self.opset}): {what}")
+
+    def error(self, what: str) -> ModelError:
+        return ModelError(f"node '{self.node_name}' ({self.node_op}, opset {self.opset}): {what}")
+
+    node_name = ""
+    node_op = ""
+
+
+def broadcast_shape(ctx: Ctx, *shapes: Sequence[int]) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        raise ctx.error(f"operand shapes {[list(s) for s in shapes]} do not broadcast") from None
+
+
+@dataclass
+class NodeArgs:
+    """One ONNX node as a lowering sees it: operand Values (None where omitted) and attributes."""
+
+    node: onnx.NodeProto
+    inputs: list[Value | None]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+
+def parse_attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        attrs[attr.name] = value
+    return attrs
+
+
+def norm_axis(ctx: Ctx, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ctx.unsupported(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0

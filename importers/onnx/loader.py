@@ -1,0 +1,155 @@
+"""Read and check an ONNX model; resolve the static shapes of its inputs.
+
+Everything here fails with a message that names the file, the input or the
+dim at fault, and says how to fix it where a flag can (`--shape`).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from aot.errors import ModelError, UnsupportedError
+from aot.ir.types import DType
+
+# ONNX element types aot compiles; every other one is refused by name.
+ONNX_DTYPES: dict[int, DType] = {
+    TensorProto.FLOAT: DType.F32,
+    TensorProto.DOUBLE: DType.F64,
+    TensorProto.FLOAT16: DType.F16,
+    TensorProto.BFLOAT16: DType.BF16,
+    TensorProto.INT8: DType.I8,
+    TensorProto.INT16: DType.I16,
+    TensorProto.INT32: DType.I32,
+    TensorProto.INT64: DType.I64,
+    TensorProto.UINT8: DType.U8,
+    TensorProto.BOOL: DType.BOOL,
+}
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    try:
+        return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"type #{elem_type}"
+
+
+def to_dtype(elem_type: int, what: str) -> DType:
+    """The IR dtype of an ONNX element type; `what` names the value for the error."""
+    dtype = ONNX_DTYPES.get(elem_type)
+    if dtype is None:
+        raise UnsupportedError(f"{what} has dtype {onnx_dtype_name(elem_type)}, which aot does not support")
+    return dtype
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    """Read (path) or take (ModelProto) a model and run the ONNX checker on it."""
+    if isinstance(model, onnx.ModelProto):
+        proto, label = model, "<in-memory model>"
+    else:
+        path = os.fspath(model)
+        label = path
+        proto = _read(path)
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        raise ModelError(f"cannot read model '{label}': not an ONNX model (no graph or IR version)")
+    try:
+        onnx.checker.check_model(proto)
+    except (onnx.checker.ValidationError, ValueError) as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelError(f"model '{label}' fails the ONNX checker: {message}") from None
+    return proto
+
+
+def _read(path: str) -> onnx.ModelProto:
+    if not os.path.exists(path):
+        raise ModelError(f"cannot read model '{path}': no such file")
+    if os.path.isdir(path):
+        raise ModelError(f"cannot read model '{path}': is a directory")
+    try:
+        # external data files are resolved relative to the model's directory
+        return onnx.load(path, load_external_data=True)
+    except OSError as err:
+        raise ModelError(f"cannot read model '{path}': {err.strerror or err}") from None
+    except Exception as err:  # protobuf raises DecodeError, RuntimeWarning and friends on garbage
+        raise ModelError(f"cannot read model '{path}': not an ONNX model ({type(err).__name__}: {err})") from None
+
+
+def default_opset(proto: onnx.ModelProto) -> int:
+    for entry in proto.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    raise ModelError("model imports no version of the default ONNX domain (opset_import)")
+
+
+def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]] | None) -> list[InputSpec]:
+    """Graph inputs that are not initializers, each with a fully static shape."""
+    initializers = {init.name for init in graph.initializer}
+    real = [vi for vi in graph.input if vi.name not in initializers]
+    shapes = dict(shapes or {})
+    names = [vi.name for vi in real]
+    unknown = [name for name in shapes if name not in names]
+    if unknown:
+        listed = ", ".join(f"'{n}'" for n in names) or "none"
+        raise ModelError(f"--shape given for unknown input(s) {', '.join(repr(n) for n in unknown)}; the model's inputs are: {listed}")
+    return [_resolve_one(vi, shapes.get(vi.name)) for vi in real]
+
+
+def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> InputSpec:
+    name = vi.name
+    if not vi.type.HasField("tensor_type"):
+        raise UnsupportedError(f"input '{name}' is not a tensor (sequence, map and optional inputs are not supported)")
+    ttype = vi.type.tensor_type
+    dtype = to_dtype(ttype.elem_type, f"input '{name}'")
+    if not ttype.HasField("shape"):
+        if given is None:
+            raise UnsupportedError(f"input '{name}' has no shape in the model; give one with --shape {name}=D0xD1x...")
+        return InputSpec(name, dtype, _check_given(name, given))
+    dims = list(ttype.shape.dim)
+    if given is not None:
+        given = _check_given(name, given)
+        if len(given) != len(dims):
+            raise ModelError(f"--shape {name}={_fmt(given)} has rank {len(given)}, but input '{name}' has rank {len(dims)}")
+        for i, (dim, size) in enumerate(zip(dims, given)):
+            if dim.HasField("dim_value") and dim.dim_value != size:
+                raise ModelError(f"--shape {name}={_fmt(given)} contradicts input '{name}' dim {i}, which is fixed to {dim.dim_value}")
+        return InputSpec(name, dtype, given)
+    shape = []
+    for i, dim in enumerate(dims):
+        if dim.HasField("dim_value") and dim.dim_value >= 0:
+            shape.append(int(dim.dim_value))
+            continue
+        what = f"'{dim.dim_param}'" if dim.HasField("dim_param") else "unknown"
+        example = [d.dim_value if d.HasField("dim_value") else 1 for d in dims]
+        raise UnsupportedError(f"input '{name}' dim {i} ({what}) is symbolic; fix it with --shape {name}={_fmt(example)}")
+    return InputSpec(name, dtype, tuple(shape))
+
+
+def _check_given(name: str, given: tuple[int, ...]) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in given)
+    if any(d < 0 for d in dims):
+        raise ModelError(f"--shape {name}: dims must be non-negative, got {list(given)}")
+    return dims
+
+
+def _fmt(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+    """An initializer or Constant tensor as a numpy array of an IR dtype."""
+    dtype = to_dtype(tensor.data_type, what)
+    from onnx import numpy_helper
+
+    array = numpy_helper.to_array(tensor)
+    return np.asarray(array).astype(dtype.to_numpy(), copy=False)

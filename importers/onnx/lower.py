@@ -1,0 +1,133 @@
+"""ONNX graph -> IR graph: node-by-node lowering through the op table.
+
+The op table maps an ONNX op_type (default domain) to a function
+`(ctx, args) -> list of output Values`. Every node is checked against the
+table before any is lowered, so a model with several unsupported ops fails
+once, listing all of them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+
+from aot.errors import AotError, ModelError, UnsupportedError
+from aot.ir import Graph, Value
+from aot.ir.types import TensorType
+from aot.ir.verifier import verify_graph
+
+from . import ops_elementwise, ops_nn, ops_reduce, ops_shape
+from .context import Ctx, NodeArgs, parse_attrs
+from .loader import InputSpec
+
+Lowering = Callable[[Ctx, NodeArgs], list[Value]]
+
+OP_TABLE: dict[str, Lowering] = {}
+for _module in (ops_elementwise, ops_nn, ops_reduce, ops_shape):
+    for _op_type, _fn in _module.OPS.items():
+        assert _op_type not in OP_TABLE, _op_type
+        OP_TABLE[_op_type] = _fn
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def supported_ops() -> list[str]:
+    return sorted(OP_TABLE)
+
+
+def node_name(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def check_supported(graph: onnx.GraphProto, opsets: dict[str, int]) -> None:
+    problems = []
+    for index, node in enumerate(graph.node):
+        domain = node.domain or ""
+        if domain in DEFAULT_DOMAINS and node.op_type in OP_TABLE:
+            continue
+        if domain in DEFAULT_DOMAINS:
+            where = f"opset {opsets.get('', opsets.get('ai.onnx', 0))}"
+        else:
+            where = f"domain '{domain}' opset {opsets.get(domain, '?')}"
+        problems.append(f"  node '{node_name(node, index)}' ({node.op_type}, {where})")
+    if problems:
+        raise UnsupportedError(f"model uses {len(problems)} unsupported op(s):\n" + "\n".join(problems))
+
+
+def lower_graph(proto: onnx.ModelProto, inputs: list[InputSpec], opset: int) -> Graph:
+    onnx_graph = proto.graph
+    opsets = {entry.domain: int(entry.version) for entry in proto.opset_import}
+    check_supported(onnx_graph, opsets)
+
+    graph = Graph(_sanitized_graph_name(onnx_graph.name))
+    ctx = Ctx(graph, opset)
+    for spec in inputs:
+        ctx.env[spec.name] = graph.add_input(graph.fresh_name(spec.name), TensorType(spec.dtype, spec.shape))
+    input_names = {spec.name for spec in inputs}
+    for init in onnx_graph.initializer:
+        if init.name not in input_names:
+            ctx.pending[init.name] = init
+    for init in onnx_graph.sparse_initializer:
+        raise UnsupportedError(f"sparse initializer '{init.values.name}' is not supported")
+
+    for index, node in enumerate(onnx_graph.node):
+        _lower_node(ctx, node, index)
+
+    for out in onnx_graph.output:
+        if out.name in ctx.unavailable:
+            raise UnsupportedError(ctx.unavailable[out.name])
+        if out.name not in ctx.env and out.name not in ctx.pending:
+            raise ModelError(f"graph output '{out.name}' is not produced by any node")
+        graph.add_output(ctx.value(out.name), out.name)
+    _remove_dead(graph)
+    verify_graph(graph)
+    return graph
+
+
+def _lower_node(ctx: Ctx, node: onnx.NodeProto, index: int) -> None:
+    name = node_name(node, index)
+    ctx.node_name, ctx.node_op = name, node.op_type
+    ctx.b.loc = name
+    operands: list[Value | None] = []
+    for input_name in node.input:
+        if not input_name:
+            operands.append(None)
+            continue
+        if input_name in ctx.unavailable:
+            raise UnsupportedError(ctx.unavailable[input_name])
+        if input_name not in ctx.env and input_name not in ctx.pending:
+            raise ModelError(f"node '{name}' ({node.op_type}) reads '{input_name}', which is defined nowhere before it")
+        operands.append(ctx.value(input_name))
+    args = NodeArgs(node, operands, parse_attrs(node))
+    try:
+        outputs = OP_TABLE[node.op_type](ctx, args)
+    except AotError as err:
+        if name in str(err):
+            raise
+        raise type(err)(f"node '{name}' ({node.op_type}, opset {ctx.opset}): {err}") from None
+    for i, out_name in enumerate(node.output):
+        if not out_name:
+            continue
+        if i >= len(outputs) or outputs[i] is None:
+            # only an error if something reads it (Dropout's mask, MaxPool's indices)
+            ctx.unavailable[out_name] = f"node '{name}' ({node.op_type}, opset {ctx.opset}): output {i} ('{out_name}') is not supported"
+            continue
+        ctx.env[out_name] = outputs[i]
+
+
+def _remove_dead(graph: Graph) -> None:
+    """Drop nodes no output depends on (folded shape subgraphs, constants folded into others)."""
+    live = {id(v) for v in graph.outputs}
+    dead = []
+    for node in reversed(graph.nodes):
+        if id(node.out) in live:
+            live.update(id(v) for v in node.inputs)
+        else:
+            dead.append(node)
+    if dead:
+        graph.remove_nodes(dead)
+
+
+def _sanitized_graph_name(name: str) -> str:
+    cleaned = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.") else "_" for ch in name)
+    return cleaned or "main"

@@ -1,0 +1,274 @@
+"""Neural-network ONNX ops: Gemm, MatMul, Conv, pooling, normalisations, (Log)Softmax."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from aot.ir import Value
+
+from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
+
+OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+
+
+def op(*names: str):
+    def register(fn):
+        for name in names:
+            OPS[name] = fn
+        return fn
+
+    return register
+
+
+# -- contractions -----------------------------------------------------------------
+@op("Gemm")
+def _gemm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Y = alpha * A' B' + beta * C, with A' = A^T if transA (same for B)."""
+    lhs, rhs, c = a.inputs[0], a.inputs[1], a.input(2)
+    if lhs.type.rank != 2 or rhs.type.rank != 2:
+        raise ctx.error(f"Gemm needs 2-D A and B, got {lhs.type} and {rhs.type}")
+    lhs_contract = 0 if a.attr("transA", 0) else 1
+    rhs_contract = 1 if a.attr("transB", 0) else 0
+    y = ctx.op("dot", [lhs, rhs], lhs_batch=(), rhs_batch=(), lhs_contract=(lhs_contract,), rhs_contract=(rhs_contract,))
+    alpha, beta = a.attr("alpha", 1.0), a.attr("beta", 1.0)
+    if alpha != 1.0:
+        y = ctx.binary_scalar("mul", y, alpha)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = ctx.binary_scalar("mul", c, beta)
+        y = ctx.op("add", [y, ctx.broadcast_to(c, y.type.shape)])
+    return [y]
+
+
+@op("MatMul")
+def _matmul(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """numpy.matmul: 1-D operands are promoted (and the added dim dropped), batch dims broadcast."""
+    lhs, rhs = a.inputs
+    lhs_vec, rhs_vec = lhs.type.rank == 1, rhs.type.rank == 1
+    if lhs_vec:
+        lhs = ctx.reshape(lhs, (1,) + lhs.type.shape)
+    if rhs_vec:
+        rhs = ctx.reshape(rhs, rhs.type.shape + (1,))
+    lr, rr = lhs.type.rank, rhs.type.rank
+    if lhs.type.shape[-1] != rhs.type.shape[-2]:
+        raise ctx.error(f"MatMul of {a.inputs[0].type} and {a.inputs[1].type}: inner dims differ")
+    if rr == 2:
+        # [..., M, K] x [K, N]: the batch dims of lhs are free dims of the dot; no broadcast of weights
+        y = ctx.op("dot", [lhs, rhs], lhs_batch=(), rhs_batch=(), lhs_contract=(lr - 1,), rhs_contract=(0,))
+    else:
+        batch = broadcast_shape(ctx, lhs.type.shape[:-2], rhs.type.shape[:-2])
+        nb = len(batch)
+        lhs = ctx.broadcast_to(lhs, batch + lhs.type.shape[-2:])
+        rhs = ctx.broadcast_to(rhs, batch + rhs.type.shape[-2:])
+        dims = tuple(range(nb))
+        y = ctx.op("dot", [lhs, rhs], lhs_batch=dims, rhs_batch=dims, lhs_contract=(nb + 1,), rhs_contract=(nb,))
+    shape = list(y.type.shape)
+    if rhs_vec:
+        shape.pop(-1)
+    if lhs_vec:
+        shape.pop(-1 if rhs_vec else -2)
+    return [ctx.reshape(y, shape)]
+
+
+# -- convolution and pooling ------------------------------------------------------
+def _spatial_padding(
+    ctx: Ctx, a: NodeArgs, in_spatial: Sequence[int], kernel: Sequence[int],
+    strides: Sequence[int], dilation: Sequence[int],
+) -> list[tuple[int, int]]:
+    """Per-dim (lo, hi) padding from auto_pad or pads ([begin..., end...])."""
+    n = len(in_spatial)
+    auto_pad = a.attr("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        padding = []
+        for size, k, s, d in zip(in_spatial, kernel, strides, dilation):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            padding.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+        return padding
+    if auto_pad == "VALID":
+        return [(0, 0)] * n
+    if auto_pad != "NOTSET":
+        raise ctx.error(f"unknown auto_pad '{auto_pad}'")
+    pads = list(a.attr("pads", [0] * (2 * n)))
+    if len(pads) != 2 * n:
+        raise ctx.error(f"pads has {len(pads)} entries, expected {2 * n}")
+    return [(int(pads[i]), int(pads[i + n])) for i in range(n)]
+
+
+@op("Conv")
+def _conv(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, w, bias = a.inputs[0], a.inputs[1], a.input(2)
+    nsp = x.type.rank - 2
+    if nsp < 1:
+        raise ctx.error(f"Conv needs an input of rank >= 3, got {x.type}")
+    kernel = tuple(a.attr("kernel_shape", w.type.shape[2:]))
+    strides = tuple(a.attr("strides", [1] * nsp))
+    dilation = tuple(a.attr("dilations", [1] * nsp))
+    padding = _spatial_padding(ctx, a, x.type.shape[2:], kernel, strides, dilation)
+    y = ctx.op("conv", [x, w], strides=strides, padding=tuple(padding), dilation=dilation, groups=int(a.attr("group", 1)))
+    if bias is not None:
+        y = ctx.op("add", [y, ctx.broadcast_in_dims(bias, y.type.shape, (1,))])
+    return [y]
+
+
+def _pool_geometry(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[tuple[int, ...], tuple[int, ...], list[tuple[int, int]], list[tuple[int, int]]]:
+    """kernel, strides, explicit padding, and padding extended for ceil_mode (ONNX/onnxruntime rule)."""
+    nsp = x.type.rank - 2
+    kernel = tuple(a.attr("kernel_shape"))
+    strides = tuple(a.attr("strides", [1] * nsp))
+    dilation = tuple(a.attr("dilations", [1] * nsp))
+    if any(d != 1 for d in dilation):
+        raise ctx.unsupported(f"dilations {list(dilation)} (only 1 is supported for pooling)")
+    padding = _spatial_padding(ctx, a, x.type.shape[2:], kernel, strides, dilation)
+    extended = list(padding)
+    if a.attr("ceil_mode", 0):
+        for i, (size, k, s, (lo, hi)) in enumerate(zip(x.type.shape[2:], kernel, strides, padding)):
+            out = -(-(size + lo + hi - k) // s) + 1
+            if (out - 1) * s >= size + lo:
+                out -= 1  # the last window must start inside the input or its left padding
+            extended[i] = (lo, max(hi, (out - 1) * s + k - size - lo))
+    return kernel, strides, padding, extended
+
+
+def _window_attrs(kernel, strides, padding) -> dict:
+    return {"window": (1, 1) + tuple(kernel), "strides": (1, 1) + tuple(strides), "padding": ((0, 0), (0, 0)) + tuple(padding)}
+
+
+@op("MaxPool")
+def _max_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    kernel, strides, _, padding = _pool_geometry(ctx, a, x)
+    return [ctx.op("reduce_window", [x], kind="max", **_window_attrs(kernel, strides, padding))]
+
+
+@op("AveragePool")
+def _average_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    kernel, strides, explicit, padding = _pool_geometry(ctx, a, x)
+    total = ctx.op("reduce_window", [x], kind="sum", **_window_attrs(kernel, strides, padding))
+    out_spatial = total.type.shape[2:]
+    # Count of the elements each window averages: inside the input (count_include_pad=0), or inside
+    # the input and its explicit padding but not the extra ceil_mode padding (count_include_pad=1).
+    include_pad = bool(a.attr("count_include_pad", 0))
+    counts = np.ones((), dtype=np.float64)
+    for size, k, s, (lo, hi), n_out in zip(x.type.shape[2:], kernel, strides, explicit, out_spatial):
+        start = np.arange(n_out) * s - lo
+        end = start + k
+        low_limit, high_limit = (-lo, size + hi) if include_pad else (0, size)
+        per_dim = np.minimum(end, high_limit) - np.maximum(start, low_limit)
+        counts = np.multiply.outer(counts, per_dim.astype(np.float64))
+    if np.all(counts == counts.flat[0]):
+        return [ctx.binary_scalar("div", total, float(counts.flat[0]))]
+    divisor = ctx.constant(counts, x.type.dtype)
+    dims = tuple(range(2, x.type.rank))
+    return [ctx.op("div", [total, ctx.broadcast_in_dims(divisor, total.type.shape, dims)])]
+
+
+@op("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    axes = tuple(range(2, x.type.rank))
+    if a.node.op_type == "GlobalMaxPool":
+        return [ctx.reduce(x, "max", axes, keepdims=True)]
+    total = ctx.reduce(x, "sum", axes, keepdims=True)
+    return [ctx.binary_scalar("div", total, float(math.prod(x.type.shape[2:])))]
+
+
+# -- normalisation ----------------------------------------------------------------
+@op("BatchNormalization")
+def _batch_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Inference form: y = x * scale + shift, scale = gamma / sqrt(var + eps), shift = beta - mean * scale."""
+    x, gamma, beta, mean, var = a.inputs[:5]
+    if a.attr("training_mode", 0):
+        raise ctx.unsupported("training_mode=1 (aot compiles inference graphs)")
+    eps = float(a.attr("epsilon", 1e-5))
+    params = [ctx.const(v) for v in (gamma, beta, mean, var)]
+    dtype = x.type.dtype
+    if all(p is not None for p in params):
+        g, b, m, v = (p.astype(np.float64) for p in params)
+        scale_np = g / np.sqrt(v + eps)
+        scale = ctx.constant(scale_np, dtype)
+        shift = ctx.constant(b - m * scale_np, dtype)
+    else:
+        inv_std = ctx.op("rsqrt", [ctx.binary_scalar("add", var, eps)])
+        scale = ctx.op("mul", [gamma, inv_std])
+        shift = ctx.op("sub", [beta, ctx.op("mul", [mean, scale])])
+    shape = x.type.shape
+    y = ctx.op("mul", [x, ctx.broadcast_in_dims(scale, shape, (1,))])
+    return [ctx.op("add", [y, ctx.broadcast_in_dims(shift, shape, (1,))])]
+
+
+def _normalize(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> Value:
+    """(x - mean) / sqrt(var + eps) over `axes`."""
+    shape = x.type.shape
+    count = float(math.prod(shape[i] for i in axes))
+    mean = ctx.binary_scalar("div", ctx.reduce(x, "sum", axes), count)
+    centered = ctx.op("sub", [x, ctx.unreduce(mean, shape, axes)])
+    var = ctx.binary_scalar("div", ctx.reduce(ctx.op("mul", [centered, centered]), "sum", axes), count)
+    inv_std = ctx.op("rsqrt", [ctx.binary_scalar("add", var, eps)])
+    return ctx.op("mul", [centered, ctx.unreduce(inv_std, shape, axes)])
+
+
+@op("LayerNormalization")
+def _layer_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, scale, bias = a.inputs[0], a.inputs[1], a.input(2)
+    rank = x.type.rank
+    axis = norm_axis(ctx, a.attr("axis", -1), rank)
+    y = _normalize(ctx, x, range(axis, rank), float(a.attr("epsilon", 1e-5)))
+    y = ctx.op("mul", [y, ctx.broadcast_to(scale, y.type.shape)])
+    if bias is not None:
+        y = ctx.op("add", [y, ctx.broadcast_to(bias, y.type.shape)])
+    return [y]
+
+
+@op("InstanceNormalization")
+def _instance_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, scale, bias = a.inputs
+    y = _normalize(ctx, x, range(2, x.type.rank), float(a.attr("epsilon", 1e-5)))
+    y = ctx.op("mul", [y, ctx.broadcast_in_dims(scale, y.type.shape, (1,))])
+    return [ctx.op("add", [y, ctx.broadcast_in_dims(bias, y.type.shape, (1,))])]
+
+
+# -- softmax ----------------------------------------------------------------------
+def _softmax_axes(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[Value, tuple[int, ...], tuple[int, ...]]:
+    """Operand, reduced axes and the shape to restore.
+
+    Before opset 13 the input is coerced to 2-D at `axis` (default 1) and
+    normalised over the second dim; from 13 on over the single `axis` (default -1).
+    """
+    rank = x.type.rank
+    shape = x.type.shape
+    if ctx.opset < 13:
+        axis = norm_axis(ctx, a.attr("axis", 1), rank)
+        return x, tuple(range(axis, rank)), shape
+    return x, (norm_axis(ctx, a.attr("axis", -1), rank),), shape
+
+
+@op("Softmax", "LogSoftmax")
+def _softmax(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, axes, shape = _softmax_axes(ctx, a, a.inputs[0])
+    # subtract the max for stability: exp(x - max) never overflows
+    peak = ctx.unreduce(ctx.reduce(x, "max", axes), shape, axes)
+    shifted = ctx.op("sub", [x, peak])
+    exps = ctx.op("exp", [shifted])
+    total = ctx.unreduce(ctx.reduce(exps, "sum", axes), shape, axes)
+    if a.node.op_type == "LogSoftmax":
+        return [ctx.op("sub", [shifted, ctx.op("log", [total])])]
+    return [ctx.op("div", [exps, total])]
+
+
+@op("LRN")
+def _lrn(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """y = x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels) ^ beta."""
+    x = a.inputs[0]
+    size = int(a.attr("size"))
+    alpha, beta, bias = float(a.attr("alpha", 1e-4)), float(a.attr("beta", 0.75)), float(a.attr("bias", 1.0))
+    rank = x.type.rank
+    window = (1, size) + (1,) * (rank - 2)
+    padding = ((0, 0), ((size - 1) // 2, size - 1 - (size - 1) // 2)) + ((0, 0),) * (rank - 2)
+    sums = ctx.op("reduce_window", [ctx.op("mul", [x, x])], kind="sum", window=window, strides=(1,) * rank, padding=padding)
+    denom = ctx.binary_scalar("add", ctx.binary_scalar("mul", sums, alpha / size), bias)
+    return [ctx.op("div", [x, ctx.binary_scalar("pow", denom, beta)])]

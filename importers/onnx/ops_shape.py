@@ -1,0 +1,359 @@
+"""Shape and data-movement ONNX ops, and the constant producers (Constant, Shape, Range, ...).
+
+Operands that set a shape (Reshape's shape, Pad's pads, Slice's starts, ...)
+must be known at compile time: initializers, Constant nodes, or subgraphs
+that fold to constants.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from aot.ir import Value
+
+from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
+from .loader import tensor_to_array
+
+OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+
+
+def op(*names: str):
+    def register(fn):
+        for name in names:
+            OPS[name] = fn
+        return fn
+
+    return register
+
+
+def static_ints(ctx: Ctx, v: Value | None, what: str) -> list[int] | None:
+    """The integer contents of a compile-time-known operand (None if the operand is omitted)."""
+    if v is None:
+        return None
+    array = ctx.const(v)
+    if array is None:
+        raise ctx.unsupported(f"{what} must be known at compile time (an initializer, a Constant, or foldable)")
+    return [int(x) for x in array.reshape(-1)]
+
+
+def _ints_from(ctx: Ctx, a: NodeArgs, attr: str, input_index: int, since_opset: int, what: str) -> list[int] | None:
+    """An int list given as attribute before `since_opset` and as an input from it on."""
+    if ctx.opset >= since_opset:
+        return static_ints(ctx, a.input(input_index), what)
+    value = a.attr(attr)
+    return None if value is None else [int(x) for x in value]
+
+
+# -- constants ------------------------------------------------------------------
+@op("Constant")
+def _constant(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    attrs = a.attrs
+    if "value" in attrs:
+        array = tensor_to_array(attrs["value"], f"Constant '{ctx.node_name}'")
+    elif "value_float" in attrs:
+        array = np.array(attrs["value_float"], dtype=np.float32)
+    elif "value_floats" in attrs:
+        array = np.array(attrs["value_floats"], dtype=np.float32)
+    elif "value_int" in attrs:
+        array = np.array(attrs["value_int"], dtype=np.int64)
+    elif "value_ints" in attrs:
+        array = np.array(attrs["value_ints"], dtype=np.int64)
+    elif "sparse_value" in attrs:
+        raise ctx.unsupported("sparse_value constants")
+    else:
+        raise ctx.unsupported(f"constant of kind {sorted(attrs)} (strings are not supported)")
+    return [ctx.constant(array)]
+
+
+@op("ConstantOfShape")
+def _constant_of_shape(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    shape = static_ints(ctx, a.inputs[0], "shape")
+    fill = a.attr("value")
+    value = tensor_to_array(fill, f"value of '{ctx.node_name}'") if fill is not None else np.zeros(1, np.float32)
+    scalar = ctx.constant(value.reshape(()))
+    return [ctx.broadcast_in_dims(scalar, shape, ())]
+
+
+@op("Shape")
+def _shape(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    shape = np.array(a.inputs[0].type.shape, dtype=np.int64)
+    rank = len(shape)
+    start, end = a.attr("start", 0), a.attr("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return [ctx.constant(shape[start:end])]
+
+
+@op("Size")
+def _size(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    return [ctx.constant(np.array(a.inputs[0].type.size, dtype=np.int64))]
+
+
+@op("Range")
+def _range(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    arrays = [ctx.const(v) for v in a.inputs]
+    if any(x is None for x in arrays):
+        raise ctx.unsupported("start, limit and delta must be known at compile time")
+    start, limit, delta = arrays
+    count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+    values = start + np.arange(count).astype(start.dtype) * delta
+    return [ctx.constant(values.astype(start.dtype))]
+
+
+# -- reshaping ------------------------------------------------------------------
+@op("Reshape")
+def _reshape(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    target = _ints_from(ctx, a, "shape", 1, 5, "shape")
+    allow_zero = bool(a.attr("allowzero", 0))
+    shape = []
+    for i, d in enumerate(target):
+        if d == 0 and not allow_zero:
+            if i >= x.type.rank:
+                raise ctx.error(f"shape {target}: 0 at dim {i} copies a dim {x.type} does not have")
+            d = x.type.shape[i]
+        shape.append(d)
+    if shape.count(-1) > 1:
+        raise ctx.error(f"shape {target} has more than one -1")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or x.type.size % known:
+            raise ctx.error(f"cannot reshape {x.type} to {target}")
+        shape[shape.index(-1)] = x.type.size // known
+    if math.prod(shape) != x.type.size:
+        raise ctx.error(f"cannot reshape {x.type} ({x.type.size} elements) to {target}")
+    return [ctx.reshape(x, shape)]
+
+
+@op("Flatten")
+def _flatten(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    rank = x.type.rank
+    axis = a.attr("axis", 1)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis <= rank:
+        raise ctx.error(f"axis {a.attr('axis')} out of range for {x.type}")
+    shape = x.type.shape
+    return [ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))]
+
+
+@op("Squeeze")
+def _squeeze(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    rank = x.type.rank
+    axes = _ints_from(ctx, a, "axes", 1, 13, "axes")
+    if axes is None:
+        axes = [i for i, d in enumerate(x.type.shape) if d == 1]
+    axes = {norm_axis(ctx, ax, rank) for ax in axes}
+    for ax in axes:
+        if x.type.shape[ax] != 1:
+            raise ctx.error(f"cannot squeeze dim {ax} of {x.type}: it is not 1")
+    return [ctx.reshape(x, [d for i, d in enumerate(x.type.shape) if i not in axes])]
+
+
+@op("Unsqueeze")
+def _unsqueeze(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    axes = _ints_from(ctx, a, "axes", 1, 13, "axes") or []
+    out_rank = x.type.rank + len(axes)
+    axes = {norm_axis(ctx, ax, out_rank) for ax in axes}
+    dims = iter(x.type.shape)
+    return [ctx.reshape(x, [1 if i in axes else next(dims) for i in range(out_rank)])]
+
+
+@op("Transpose")
+def _transpose(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    perm = a.attr("perm")
+    perm = list(range(x.type.rank))[::-1] if perm is None else [norm_axis(ctx, p, x.type.rank) for p in perm]
+    return [ctx.transpose(x, perm)]
+
+
+@op("Concat")
+def _concat(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    operands = [v for v in a.inputs if v is not None]
+    axis = norm_axis(ctx, a.attr("axis"), operands[0].type.rank)
+    # zero-sized operands add nothing (ONNX allows them; shape subgraphs produce them)
+    nonempty = [v for v in operands if v.type.shape[axis] != 0] or operands[:1]
+    if len(nonempty) == 1:
+        return [nonempty[0]]
+    return [ctx.op("concat", nonempty, axis=axis)]
+
+
+@op("Expand")
+def _expand(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    shape = static_ints(ctx, a.inputs[1], "shape")
+    return [ctx.broadcast_to(x, broadcast_shape(ctx, x.type.shape, shape))]
+
+
+@op("Tile")
+def _tile(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    repeats = static_ints(ctx, a.inputs[1], "repeats")
+    if len(repeats) != x.type.rank:
+        raise ctx.error(f"repeats {repeats} does not match {x.type}")
+    # x[d0, d1, ...] -> broadcast to [r0, d0, r1, d1, ...] -> reshape to [r0*d0, r1*d1, ...]
+    interleaved = [n for r, d in zip(repeats, x.type.shape) for n in (r, d)]
+    spread = ctx.broadcast_in_dims(x, interleaved, tuple(range(1, 2 * x.type.rank, 2)))
+    return [ctx.reshape(spread, [r * d for r, d in zip(repeats, x.type.shape)])]
+
+
+# -- slicing --------------------------------------------------------------------
+def slice_axis(ctx: Ctx, x: Value, axis: int, start: int, limit: int, step: int = 1) -> Value:
+    rank = x.type.rank
+    starts, limits, strides = [0] * rank, list(x.type.shape), [1] * rank
+    starts[axis], limits[axis], strides[axis] = start, limit, step
+    if starts == [0] * rank and limits == list(x.type.shape) and strides == [1] * rank:
+        return x
+    return ctx.op("slice", [x], start=tuple(starts), limit=tuple(limits), stride=tuple(strides))
+
+
+@op("Slice")
+def _slice(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    rank = x.type.rank
+    if ctx.opset >= 10:
+        starts = static_ints(ctx, a.inputs[1], "starts")
+        ends = static_ints(ctx, a.inputs[2], "ends")
+        axes = static_ints(ctx, a.input(3), "axes")
+        steps = static_ints(ctx, a.input(4), "steps")
+    else:
+        starts, ends, axes, steps = a.attr("starts"), a.attr("ends"), a.attr("axes"), None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    begin, limit, stride = [0] * rank, list(x.type.shape), [1] * rank
+    for ax, s, e, st in zip(axes, starts, ends, steps):
+        ax = norm_axis(ctx, ax, rank)
+        if st < 1:
+            raise ctx.unsupported(f"step {st} on axis {ax} (only positive steps are supported)")
+        dim = x.type.shape[ax]
+        s = min(max(s + dim if s < 0 else s, 0), dim)
+        e = min(max(e + dim if e < 0 else e, 0), dim)
+        begin[ax], limit[ax], stride[ax] = s, max(e, s), st
+    if begin == [0] * rank and limit == list(x.type.shape) and stride == [1] * rank:
+        return [x]
+    return [ctx.op("slice", [x], start=tuple(begin), limit=tuple(limit), stride=tuple(stride))]
+
+
+@op("Split")
+def _split(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    axis = norm_axis(ctx, a.attr("axis", 0), x.type.rank)
+    dim = x.type.shape[axis]
+    sizes = _ints_from(ctx, a, "split", 1, 13, "split")
+    if sizes is None:
+        parts = a.attr("num_outputs", a.num_outputs)
+        chunk = -(-dim // parts)
+        sizes = [min(chunk, dim - i * chunk) for i in range(parts)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        raise ctx.error(f"split sizes {sizes} do not add up to dim {axis} of {x.type}")
+    outputs, offset = [], 0
+    for size in sizes:
+        outputs.append(slice_axis(ctx, x, axis, offset, offset + size))
+        offset += size
+    return outputs
+
+
+@op("Gather")
+def _gather(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, indices_v = a.inputs
+    axis = norm_axis(ctx, a.attr("axis", 0), x.type.rank)
+    indices = ctx.const(indices_v)
+    if indices is None:
+        raise ctx.unsupported("indices must be known at compile time (aot has no gather primitive yet)")
+    dim = x.type.shape[axis]
+    flat = [int(i) + dim if i < 0 else int(i) for i in indices.reshape(-1)]
+    if any(not 0 <= i < dim for i in flat):
+        raise ctx.error(f"index out of range for dim {axis} of size {dim}: {indices.reshape(-1).tolist()}")
+    data = ctx.const(x)
+    if data is not None:
+        return [ctx.constant(np.take(data, np.array(flat, dtype=np.int64).reshape(indices.shape), axis=axis))]
+    out_shape = x.type.shape[:axis] + tuple(indices.shape) + x.type.shape[axis + 1:]
+    if not flat:
+        return [ctx.reshape(slice_axis(ctx, x, axis, 0, 0), out_shape)]
+    pieces = _contiguous_runs(flat)
+    parts = [slice_axis(ctx, x, axis, start, stop) for start, stop in pieces]
+    gathered = parts[0] if len(parts) == 1 else ctx.op("concat", parts, axis=axis)
+    return [ctx.reshape(gathered, out_shape)]
+
+
+def _contiguous_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """[3, 4, 5, 1] -> [(3, 6), (1, 2)]: one slice per run of consecutive indices."""
+    runs = []
+    start = prev = indices[0]
+    for i in indices[1:]:
+        if i == prev + 1:
+            prev = i
+            continue
+        runs.append((start, prev + 1))
+        start = prev = i
+    runs.append((start, prev + 1))
+    return runs
+
+
+# -- padding --------------------------------------------------------------------
+@op("Pad")
+def _pad(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    rank = x.type.rank
+    mode = a.attr("mode", "constant")
+    if mode != "constant":
+        raise ctx.unsupported(f"mode '{mode}' (only 'constant' is supported)")
+    if ctx.opset >= 11:
+        pads = static_ints(ctx, a.inputs[1], "pads")
+        fill = a.input(2)
+        value = 0
+        if fill is not None:
+            array = ctx.const(fill)
+            if array is None:
+                raise ctx.unsupported("constant_value must be known at compile time")
+            value = array.reshape(-1)[0].item() if array.size else 0
+        axes = static_ints(ctx, a.input(3), "axes")
+    else:
+        pads = [int(p) for p in a.attr("pads", a.attr("paddings", []))]
+        value = float(a.attr("value", 0.0))
+        axes = None
+    axes = list(range(rank)) if axes is None else [norm_axis(ctx, ax, rank) for ax in axes]
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"pads {pads} needs {2 * len(axes)} entries")
+    low, high = [0] * rank, [0] * rank
+    for i, ax in enumerate(axes):
+        low[ax], high[ax] = pads[i], pads[i + len(axes)]
+    if x.type.dtype.is_float:
+        value = float(value)
+    elif x.type.dtype.is_int:
+        value = int(value)
+    else:
+        value = int(bool(value))
+    # negative pads crop: slice first, then pad by the non-negative rest
+    if min(low + high) < 0:
+        start = [max(-lo, 0) for lo in low]
+        limit = [d - max(-hi, 0) for d, hi in zip(x.type.shape, high)]
+        x = ctx.op("slice", [x], start=tuple(start), limit=tuple(limit), stride=(1,) * rank)
+        low, high = [max(lo, 0) for lo in low], [max(hi, 0) for hi in high]
+    if not any(low + high):
+        return [x]
+    return [ctx.op("pad", [x], low=tuple(low), high=tuple(high), value=value)]
+
+
+@op("DepthToSpace", "SpaceToDepth")
+def _depth_space(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    if x.type.rank != 4:
+        raise ctx.error(f"needs a 4-D input, got {x.type}")
+    n, c, h, w = x.type.shape
+    b = int(a.attr("blocksize"))
+    if a.node.op_type == "SpaceToDepth":
+        y = ctx.reshape(x, (n, c, h // b, b, w // b, b))
+        y = ctx.transpose(y, (0, 3, 5, 1, 2, 4))
+        return [ctx.reshape(y, (n, c * b * b, h // b, w // b))]
+    if a.attr("mode", "DCR") == "DCR":
+        y = ctx.reshape(x, (n, b, b, c // (b * b), h, w))
+        y = ctx.transpose(y, (0, 3, 4, 1, 5, 2))
+    else:
+        y = ctx.reshape(x, (n, c // (b * b), b, b, h, w))
+        y = ctx.transpose(y, (0, 1, 4, 2, 5, 3))
+    return [ctx.reshape(y, (n, c // (b * b), h * b, w * b))]
+

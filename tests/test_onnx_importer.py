@@ -1,0 +1,752 @@
+"""ONNX importer: each op lowered to IR, run by the reference interpreter, compared with onnxruntime."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aot.errors import ModelError, UnsupportedError
+from aot.interpreter import interpret
+from aot.ir.verifier import verify_graph
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _load_importer():
+    try:
+        return importlib.import_module("aot.importers.onnx")
+    except ModuleNotFoundError:
+        # The package may not be installed with aot.importers mapped (setuptools' find
+        # misses package-dir entries); load it from the source tree under its real name.
+        import aot
+
+        root = Path(__file__).resolve().parents[1] / "importers"
+        spec = importlib.util.spec_from_file_location(
+            "aot.importers", root / "__init__.py", submodule_search_locations=[str(root)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["aot.importers"] = module
+        spec.loader.exec_module(module)
+        aot.importers = module
+        return importlib.import_module("aot.importers.onnx")
+
+
+onnx_importer = _load_importer()
+import_onnx = onnx_importer.import_onnx
+
+RNG = np.random.default_rng(0)
+
+
+# -- helpers ----------------------------------------------------------------------
+def _ir_version(opset: int) -> int:
+    return 8 if opset <= 17 else 10
+
+
+def make_model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()):
+    graph = helper.make_graph(nodes, "test", inputs, outputs, initializer=list(inits))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = _ir_version(opset)
+    # the checker wants typed, shaped graph outputs: let ONNX shape inference fill them in
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def vinfo(name, array_or_dtype, shape=None):
+    if isinstance(array_or_dtype, np.ndarray):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array_or_dtype.dtype), array_or_dtype.shape)
+    return helper.make_tensor_value_info(name, array_or_dtype, shape)
+
+
+def node_model(op_type, node_inputs, feeds, inits=None, attrs=None, opset=17, n_out=1, domain=""):
+    """One node; `node_inputs` names (or "" for omitted) refer to `feeds` (graph inputs) or `inits`."""
+    inits = inits or {}
+    outputs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op_type, node_inputs, outputs, domain=domain or None, **(attrs or {}))
+    ins = [vinfo(k, v) for k, v in feeds.items()]
+    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
+    init_protos = [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()]
+    return make_model([node], ins, outs, init_protos, opset)
+
+
+def compare(model, feeds, rtol=1e-5, atol=1e-6):
+    graph = import_onnx(model)
+    verify_graph(graph)
+    ours = interpret(graph, feeds)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    theirs = session.run(None, feeds)
+    assert len(ours) == len(theirs)
+    for mine, ref in zip(ours, theirs):
+        assert mine.shape == ref.shape, (mine.shape, ref.shape)
+        assert mine.dtype == ref.dtype, (mine.dtype, ref.dtype)
+        if ref.dtype.kind in "fc":
+            np.testing.assert_allclose(mine, ref, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(mine, ref)
+    return graph
+
+
+def check_node(op_type, node_inputs, feeds, inits=None, attrs=None, opset=17, n_out=1, rtol=1e-5, atol=1e-6):
+    model = node_model(op_type, node_inputs, feeds, inits, attrs, opset, n_out)
+    return compare(model, feeds, rtol, atol)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# -- elementwise ------------------------------------------------------------------
+UNARY = ["Neg", "Abs", "Exp", "Tanh", "Sigmoid", "Floor", "Ceil", "Sign", "Erf", "Reciprocal", "Sin", "Cos",
+         "Relu", "Softsign", "Identity"]
+
+
+@pytest.mark.parametrize("op_type", UNARY)
+def test_unary(op_type):
+    check_node(op_type, ["x"], {"x": randn(2, 3, 5)})
+
+
+@pytest.mark.parametrize("op_type", ["Log", "Sqrt"])
+def test_unary_positive(op_type):
+    check_node(op_type, ["x"], {"x": np.abs(randn(3, 7)) + 0.1})
+
+
+def test_round_half_to_even():
+    check_node("Round", ["x"], {"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.2, -0.7], np.float32)})
+
+
+def test_scalar_shape():
+    check_node("Exp", ["x"], {"x": np.array(0.5, np.float32)})
+
+
+@pytest.mark.parametrize("op_type, attrs", [
+    ("LeakyRelu", {"alpha": 0.1}), ("LeakyRelu", {}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Softplus", {}),
+])
+def test_activation(op_type, attrs):
+    check_node(op_type, ["x"], {"x": 3 * randn(4, 9)}, attrs=attrs)
+
+
+def test_softplus_large_inputs_do_not_overflow():
+    check_node("Softplus", ["x"], {"x": np.array([-100, -20, 0, 20, 100], np.float32)})
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_opset20(approximate):
+    check_node("Gelu", ["x"], {"x": 2 * randn(3, 8)}, attrs={"approximate": approximate}, opset=20)
+
+
+def test_prelu_broadcasts_slope():
+    check_node("PRelu", ["x", "s"], {"x": randn(2, 3, 4, 4)}, inits={"s": randn(3, 1, 1)})
+
+
+BROADCAST_SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((5, 1), (1,))]
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES)
+def test_binary_broadcasting(op_type, shapes):
+    a, b = randn(*shapes[0]), randn(*shapes[1])
+    if op_type == "Div":
+        b = np.where(np.abs(b) < 0.1, 0.5, b).astype(np.float32)
+    check_node(op_type, ["a", "b"], {"a": a, "b": b})
+
+
+def test_int_div_truncates_toward_zero():
+    a = np.array([7, -7, 7, -7, 0, 9], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 4], np.int32)
+    check_node("Div", ["a", "b"], {"a": a, "b": b})
+
+
+def test_binary_with_constant_operand():
+    check_node("Add", ["a", "b"], {"a": randn(2, 5)}, inits={"b": randn(5)})
+
+
+def test_pow_mixed_dtypes():
+    check_node("Pow", ["a", "b"], {"a": np.abs(randn(3, 4)) + 0.5, "b": np.array([2, 3, 1, 0], np.int64)})
+    check_node("Pow", ["a", "b"], {"a": np.abs(randn(3, 4)) + 0.5, "b": randn(4)})
+
+
+@pytest.mark.parametrize("op_type", ["Max", "Min", "Sum", "Mean"])
+def test_variadic(op_type):
+    check_node(op_type, ["a", "b", "c"], {"a": randn(2, 3, 4), "b": randn(3, 1), "c": randn(4)})
+
+
+def test_variadic_single_operand():
+    check_node("Mean", ["a"], {"a": randn(2, 3)})
+
+
+@pytest.mark.parametrize("op_type", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
+def test_compare(op_type):
+    a = RNG.integers(-3, 3, (3, 4)).astype(np.float32)
+    b = RNG.integers(-3, 3, (4,)).astype(np.float32)
+    check_node(op_type, ["a", "b"], {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("op_type", ["And", "Or", "Xor"])
+def test_logic(op_type):
+    check_node(op_type, ["a", "b"], {"a": RNG.random((3, 4)) > 0.5, "b": RNG.random((4,)) > 0.5})
+
+
+def test_not_and_isnan():
+    check_node("Not", ["a"], {"a": RNG.random((3, 4)) > 0.5})
+    check_node("IsNaN", ["a"], {"a": np.array([1.0, np.nan, -np.inf, 0.0], np.float32)})
+
+
+def test_where_broadcasts_three_ways():
+    check_node("Where", ["c", "x", "y"], {"c": RNG.random((3, 1)) > 0.5, "x": randn(1, 4), "y": randn(4)})
+
+
+@pytest.mark.parametrize("src, to", [
+    (np.float32, TensorProto.INT32), (np.int64, TensorProto.FLOAT), (np.float32, TensorProto.BOOL),
+    (np.float32, TensorProto.FLOAT16), (np.int32, TensorProto.INT64), (np.float32, TensorProto.DOUBLE),
+])
+def test_cast(src, to):
+    x = (RNG.standard_normal((3, 5)) * 4).astype(src)
+    check_node("Cast", ["x"], {"x": x}, attrs={"to": to})
+
+
+def test_clip_attributes_before_opset11():
+    check_node("Clip", ["x"], {"x": randn(4, 5)}, attrs={"min": -0.5, "max": 0.3}, opset=6)
+
+
+@pytest.mark.parametrize("inputs", [["x", "lo", "hi"], ["x", "lo"], ["x", "", "hi"], ["x"]])
+def test_clip_inputs_opset13(inputs):
+    inits = {"lo": np.array(-0.5, np.float32), "hi": np.array(0.3, np.float32)}
+    check_node("Clip", inputs, {"x": randn(4, 5)}, inits={k: v for k, v in inits.items() if k in inputs})
+
+
+def test_clip_non_constant_bounds():
+    check_node("Clip", ["x", "lo", "hi"], {"x": randn(4, 5), "lo": np.array(-0.5, np.float32), "hi": np.array(0.2, np.float32)})
+
+
+# -- linear algebra ---------------------------------------------------------------
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_transposes(trans_a, trans_b):
+    a = randn(*((5, 3) if trans_a else (3, 5)))
+    b = randn(*((4, 5) if trans_b else (5, 4)))
+    check_node("Gemm", ["a", "b", "c"], {"a": a}, inits={"b": b, "c": randn(4)},
+               attrs={"transA": trans_a, "transB": trans_b})
+
+
+@pytest.mark.parametrize("c_shape", [(), (1,), (4,), (1, 4), (3, 1), (3, 4), None])
+def test_gemm_alpha_beta_and_c_broadcast(c_shape):
+    inputs = ["a", "b"] if c_shape is None else ["a", "b", "c"]
+    inits = {"b": randn(5, 4)}
+    if c_shape is not None:
+        inits["c"] = randn(*c_shape)
+    check_node("Gemm", inputs, {"a": randn(3, 5)}, inits=inits, attrs={"alpha": 0.5, "beta": 2.0})
+
+
+def test_gemm_beta_zero_ignores_c():
+    check_node("Gemm", ["a", "b", "c"], {"a": randn(3, 5)}, inits={"b": randn(5, 4), "c": randn(4)}, attrs={"beta": 0.0})
+
+
+@pytest.mark.parametrize("shapes", [
+    ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+    ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5)),
+])
+def test_matmul_numpy_semantics(shapes):
+    check_node("MatMul", ["a", "b"], {"a": randn(*shapes[0]), "b": randn(*shapes[1])})
+
+
+# -- convolution ------------------------------------------------------------------
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 2, 9), (3, 2, 3), {}),
+    ((1, 2, 9), (4, 1, 3), {"group": 2, "pads": [1, 2], "strides": [2]}),
+    ((2, 3, 8, 7), (4, 3, 3, 3), {"pads": [1, 0, 2, 1]}),
+    ((1, 4, 9, 9), (6, 2, 3, 3), {"group": 2, "strides": [2, 1], "dilations": [1, 2]}),
+    ((1, 4, 7, 7), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 2, 5, 6, 4), (3, 2, 3, 2, 2), {"pads": [1, 0, 1, 1, 1, 0]}),
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv(x_shape, w_shape, attrs, bias):
+    inits = {"w": randn(*w_shape)}
+    inputs = ["x", "w"]
+    if bias:
+        inits["b"] = randn(w_shape[0])
+        inputs.append("b")
+    check_node("Conv", inputs, {"x": randn(*x_shape)}, inits=inits, attrs=attrs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID", "NOTSET"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_auto_pad(auto_pad, stride):
+    attrs = {"auto_pad": auto_pad, "strides": [stride, stride], "kernel_shape": [4, 3]}
+    check_node("Conv", ["x", "w"], {"x": randn(1, 2, 9, 8)}, inits={"w": randn(3, 2, 4, 3)}, attrs=attrs,
+               rtol=1e-4, atol=1e-5)
+
+
+def test_conv_weights_as_input():
+    check_node("Conv", ["x", "w"], {"x": randn(1, 2, 6, 6), "w": randn(3, 2, 3, 3)}, rtol=1e-4, atol=1e-5)
+
+
+# -- pooling ----------------------------------------------------------------------
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 0], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_LOWER"},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "auto_pad": "VALID"},
+    {"kernel_shape": [3, 3]},
+])
+def test_max_pool(attrs):
+    check_node("MaxPool", ["x"], {"x": randn(2, 3, 8, 7)}, attrs=attrs)
+
+
+def test_max_pool_1d():
+    check_node("MaxPool", ["x"], {"x": randn(1, 2, 11)}, attrs={"kernel_shape": [3], "strides": [2], "ceil_mode": 1})
+
+
+def test_max_pool_dilation_is_unsupported_for_that_node():
+    model = node_model("MaxPool", ["x"], {"x": randn(1, 1, 8, 8)}, attrs={"kernel_shape": [2, 2], "dilations": [2, 2]})
+    model.graph.node[0].name = "pool_a"
+    with pytest.raises(UnsupportedError, match=r"pool_a.*MaxPool.*dilations"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1], "ceil_mode": 1},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+    {"kernel_shape": [3, 3], "strides": [1, 1], "auto_pad": "SAME_LOWER"},
+])
+def test_average_pool(attrs, count_include_pad):
+    check_node("AveragePool", ["x"], {"x": randn(2, 3, 8, 7)}, attrs={**attrs, "count_include_pad": count_include_pad})
+
+
+@pytest.mark.parametrize("op_type", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 4, 7), (1, 2, 3, 4, 5)])
+def test_global_pool(op_type, shape):
+    check_node(op_type, ["x"], {"x": randn(*shape)})
+
+
+# -- normalisation ----------------------------------------------------------------
+def test_batch_norm_constant_params_fold_to_scale_shift():
+    c = 4
+    inits = {"g": randn(c), "b": randn(c), "m": randn(c), "v": np.abs(randn(c)) + 0.5}
+    graph = check_node("BatchNormalization", ["x", "g", "b", "m", "v"], {"x": randn(2, c, 5, 5)}, inits=inits,
+                       attrs={"epsilon": 1e-3})
+    assert sorted(n.op for n in graph.nodes if n.op != "constant") == ["add", "broadcast", "broadcast", "mul"]
+
+
+def test_batch_norm_runtime_params():
+    c = 3
+    feeds = {"x": randn(2, c, 4), "g": randn(c), "b": randn(c), "m": randn(c), "v": np.abs(randn(c)) + 0.5}
+    check_node("BatchNormalization", ["x", "g", "b", "m", "v"], feeds)
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 2])
+def test_layer_norm(axis):
+    x = randn(2, 3, 6)
+    shape = x.shape[axis:]
+    check_node("LayerNormalization", ["x", "s", "b"], {"x": x}, inits={"s": randn(*shape), "b": randn(*shape)},
+               attrs={"axis": axis}, rtol=1e-4, atol=1e-5)
+
+
+def test_instance_norm():
+    check_node("InstanceNormalization", ["x", "s", "b"], {"x": randn(2, 3, 4, 5)}, inits={"s": randn(3), "b": randn(3)},
+               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset, axis", [(11, None), (11, 1), (11, -1), (11, 0), (13, None), (13, 1), (13, 0)])
+def test_softmax_opset_semantics(op_type, opset, axis):
+    attrs = {} if axis is None else {"axis": axis}
+    check_node(op_type, ["x"], {"x": 3 * randn(2, 3, 4)}, attrs=attrs, opset=opset)
+
+
+# -- shapes -----------------------------------------------------------------------
+@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1])
+def test_flatten(axis):
+    check_node("Flatten", ["x"], {"x": randn(2, 3, 4)}, attrs={"axis": axis})
+
+
+@pytest.mark.parametrize("shape", [[0, -1], [-1], [2, 0, 2, -1], [6, 4], [0, 0, 4], [-1, 3, 0]])
+def test_reshape_zero_and_minus_one(shape):
+    check_node("Reshape", ["x", "s"], {"x": randn(2, 3, 4)}, inits={"s": np.array(shape, np.int64)})
+
+
+def test_reshape_allowzero():
+    check_node("Reshape", ["x", "s"], {"x": randn(0, 3)}, inits={"s": np.array([3, 0], np.int64)},
+               attrs={"allowzero": 1}, opset=14)
+
+
+def test_reshape_shape_attribute_opset1():
+    node = helper.make_node("Reshape", ["x"], ["y"], shape=[3, 4])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [2, 6])], [vinfo("y", TensorProto.FLOAT, [3, 4])], opset=1)
+    model.ir_version = 3
+    graph = import_onnx(model)
+    assert graph.outputs[0].type.shape == (3, 4)
+
+
+def test_reshape_of_runtime_shape_is_unsupported():
+    model = node_model("Reshape", ["x", "s"], {"x": randn(2, 6), "s": np.array([3, 4], np.int64)})
+    with pytest.raises(UnsupportedError, match="shape must be known at compile time"):
+        import_onnx(model)
+
+
+def test_shape_subgraph_folds():
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape resolves at import; no shape ops remain."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"]),
+        helper.make_node("Gather", ["shp", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [2, 3, 4])], [vinfo("y", TensorProto.FLOAT, [])], inits)
+    graph = compare(model, {"x": randn(2, 3, 4)})
+    assert [n.op for n in graph.nodes] == ["reshape"]
+
+
+def test_shape_start_end_and_size():
+    check_node("Shape", ["x"], {"x": randn(2, 3, 4, 5)}, attrs={"start": 1, "end": -1}, opset=15)
+    check_node("Size", ["x"], {"x": randn(2, 3, 4)})
+
+
+@pytest.mark.parametrize("perm", [None, [1, 0, 2], [2, 0, 1]])
+def test_transpose(perm):
+    check_node("Transpose", ["x"], {"x": randn(2, 3, 4)}, attrs={} if perm is None else {"perm": perm})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -3])
+def test_concat(axis):
+    shapes = {0: [(1, 3, 2), (2, 3, 2)], 1: [(2, 1, 2), (2, 4, 2)], -1: [(2, 3, 1), (2, 3, 3)], -3: [(1, 3, 2), (3, 3, 2)]}[axis]
+    check_node("Concat", ["a", "b", "c"], {"a": randn(*shapes[0]), "b": randn(*shapes[1])}, inits={"c": randn(*shapes[0])},
+               attrs={"axis": axis})
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_unsqueeze_attr_vs_input(opset):
+    x = randn(1, 3, 1, 4)
+    if opset >= 13:
+        check_node("Squeeze", ["x", "a"], {"x": x}, inits={"a": np.array([0, -2], np.int64)}, opset=opset)
+        check_node("Unsqueeze", ["x", "a"], {"x": randn(3, 4)}, inits={"a": np.array([0, -1], np.int64)}, opset=opset)
+    else:
+        check_node("Squeeze", ["x"], {"x": x}, attrs={"axes": [0, -2]}, opset=opset)
+        check_node("Unsqueeze", ["x"], {"x": randn(3, 4)}, attrs={"axes": [0, -1]}, opset=opset)
+    check_node("Squeeze", ["x"], {"x": x}, opset=opset)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1], [3], [0], None),
+    ([0, 1], [-1, 1000], [1, 2], None),
+    ([-3], [-1], [2], [1]),
+    ([0, 0], [100, 100], None, [2, 3]),
+    ([-100], [2], [-1], [1]),
+    ([3], [1], [0], None),  # empty
+])
+def test_slice(starts, ends, axes, steps):
+    inits = {"s": np.array(starts, np.int64), "e": np.array(ends, np.int64)}
+    inputs = ["x", "s", "e"]
+    if axes is not None or steps is not None:
+        inits["a"] = np.array(axes if axes is not None else list(range(len(starts))), np.int64)
+        inputs.append("a")
+    if steps is not None:
+        inits["st"] = np.array(steps, np.int64)
+        inputs.append("st")
+    check_node("Slice", inputs, {"x": randn(4, 5, 6)}, inits=inits)
+
+
+def test_slice_attributes_opset9():
+    check_node("Slice", ["x"], {"x": randn(4, 5)}, attrs={"starts": [1, -3], "ends": [3, 100], "axes": [0, 1]}, opset=9)
+
+
+def test_slice_negative_step_is_unsupported():
+    model = node_model("Slice", ["x", "s", "e", "a", "st"], {"x": randn(4)},
+                       inits={"s": np.array([3], np.int64), "e": np.array([0], np.int64),
+                              "a": np.array([0], np.int64), "st": np.array([-1], np.int64)})
+    with pytest.raises(UnsupportedError, match="step -1"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("opset, split, n_out", [(11, None, 3), (11, [1, 2, 3], 3), (13, [2, 4], 2), (13, None, 2), (18, None, 4)])
+def test_split(opset, split, n_out):
+    x = randn(2, 6, 3)
+    attrs = {"axis": 1}
+    inits = {}
+    inputs = ["x"]
+    if split is not None and opset < 13:
+        attrs["split"] = split
+    elif split is not None:
+        inits["sp"] = np.array(split, np.int64)
+        inputs.append("sp")
+    if opset >= 18 and split is None:
+        attrs["num_outputs"] = n_out
+    check_node("Split", inputs, {"x": x}, inits=inits, attrs=attrs, opset=opset, n_out=n_out)
+
+
+@pytest.mark.parametrize("pads", [[1, 0, 2, 3], [0, 2, 1, 0], [-1, 1, 0, -2]])
+def test_pad_constant(pads):
+    check_node("Pad", ["x", "p", "v"], {"x": randn(4, 5)}, inits={"p": np.array(pads, np.int64), "v": np.array(1.5, np.float32)})
+
+
+def test_pad_attributes_opset10():
+    check_node("Pad", ["x"], {"x": randn(3, 4)}, attrs={"pads": [1, 2, 0, 1], "value": -1.0}, opset=10)
+
+
+def test_pad_axes_opset18():
+    check_node("Pad", ["x", "p", "", "a"], {"x": randn(3, 4, 2)},
+               inits={"p": np.array([1, 2], np.int64), "a": np.array([-2], np.int64)}, opset=18)
+
+
+def test_pad_reflect_is_unsupported():
+    model = node_model("Pad", ["x", "p"], {"x": randn(4, 5)}, inits={"p": np.array([1, 1, 1, 1], np.int64)},
+                       attrs={"mode": "reflect"})
+    with pytest.raises(UnsupportedError, match="mode 'reflect'"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("indices, axis", [
+    (np.array(1, np.int64), 0), (np.array(-1, np.int64), 1), (np.array([2, 0, 1], np.int64), 1),
+    (np.array([[0, 1], [3, 2]], np.int64), 0), (np.array([1, 2, 3], np.int32), 2),
+])
+def test_gather_constant_indices(indices, axis):
+    check_node("Gather", ["x", "i"], {"x": randn(4, 3, 5)}, inits={"i": indices}, attrs={"axis": axis})
+
+
+def test_gather_runtime_indices_is_unsupported():
+    model = node_model("Gather", ["x", "i"], {"x": randn(4, 3), "i": np.array([1], np.int64)})
+    with pytest.raises(UnsupportedError, match="indices must be known"):
+        import_onnx(model)
+
+
+def test_expand_tile_constant_of_shape_range():
+    check_node("Expand", ["x", "s"], {"x": randn(3, 1)}, inits={"s": np.array([2, 1, 4], np.int64)})
+    check_node("Tile", ["x", "r"], {"x": randn(2, 3)}, inits={"r": np.array([2, 3], np.int64)})
+    value = helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5])
+    check_node("ConstantOfShape", ["s"], {}, inits={"s": np.array([2, 3], np.int64)}, attrs={"value": value})
+    check_node("ConstantOfShape", ["s"], {}, inits={"s": np.array([4], np.int64)})
+    check_node("Range", ["a", "b", "c"], {}, inits={"a": np.array(1, np.int64), "b": np.array(10, np.int64), "c": np.array(3, np.int64)})
+    check_node("Range", ["a", "b", "c"], {}, inits={"a": np.array(0.5, np.float32), "b": np.array(-1.0, np.float32),
+                                                  "c": np.array(-0.4, np.float32)})
+
+
+@pytest.mark.parametrize("attrs", [
+    {"value": helper.make_tensor("v", TensorProto.FLOAT, [2, 2], [1, 2, 3, 4])},
+    {"value_float": 1.5}, {"value_floats": [1.0, 2.0]}, {"value_int": 3}, {"value_ints": [4, 5, 6]},
+])
+def test_constant_forms(attrs):
+    check_node("Constant", [], {}, attrs=attrs)
+
+
+def test_dropout_is_identity():
+    check_node("Dropout", ["x"], {"x": randn(3, 4)}, attrs={"ratio": 0.3}, opset=11)
+    check_node("Dropout", ["x"], {"x": randn(3, 4)})
+
+
+@pytest.mark.parametrize("op_type", ["DepthToSpace", "SpaceToDepth"])
+def test_depth_space(op_type):
+    x = randn(1, 8, 4, 6)
+    check_node(op_type, ["x"], {"x": x}, attrs={"blocksize": 2})
+    if op_type == "DepthToSpace":
+        check_node(op_type, ["x"], {"x": x}, attrs={"blocksize": 2, "mode": "CRD"})
+
+
+# -- reductions -------------------------------------------------------------------
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceSumSquare", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("op_type", REDUCE_OPS)
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1), (None, 0)])
+def test_reduce(op_type, opset, axes, keepdims):
+    x = randn(2, 3, 4)
+    attrs = {"keepdims": keepdims}
+    inputs, inits = ["x"], {}
+    axes_as_input = opset >= (13 if op_type == "ReduceSum" else 18)
+    if axes is not None and axes_as_input:
+        inputs.append("a")
+        inits["a"] = np.array(axes, np.int64)
+    elif axes is not None:
+        attrs["axes"] = axes
+    check_node(op_type, inputs, {"x": x}, inits=inits, attrs=attrs, opset=opset, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_log_sum_positive():
+    check_node("ReduceLogSum", ["x"], {"x": np.abs(randn(3, 4)) + 0.1}, attrs={"axes": [1]}, opset=13)
+
+
+def test_reduce_noop_with_empty_axes():
+    check_node("ReduceSum", ["x"], {"x": randn(2, 3)}, attrs={"noop_with_empty_axes": 1}, opset=13)
+
+
+# -- whole-model behaviour ----------------------------------------------------------
+def test_initializer_listed_as_input_is_a_constant():
+    w = randn(4, 3)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [2, 4]), vinfo("w", TensorProto.FLOAT, [4, 3])],
+                       [vinfo("y", TensorProto.FLOAT, [])], [numpy_helper.from_array(w, "w")], opset=11)
+    graph = compare(model, {"x": randn(2, 4)})
+    assert [v.name for v in graph.inputs] == ["x"]
+
+
+def test_loc_and_output_names():
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="relu/1"), helper.make_node("Neg", ["h"], ["out:0"])]
+    model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [3])], [vinfo("out:0", TensorProto.FLOAT, [3])])
+    graph = import_onnx(model)
+    assert graph.output_names == ["out:0"]
+    locs = {n.op: n.loc for n in graph.nodes}
+    assert locs["max"] == "relu/1"
+    assert locs["neg"] == "Neg_1"
+
+
+def test_graph_output_that_is_an_input_or_initializer():
+    nodes = [helper.make_node("Identity", ["x"], ["y"])]
+    model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [3])],
+                       [vinfo("y", TensorProto.FLOAT, [3]), vinfo("c", TensorProto.FLOAT, [2])],
+                       [numpy_helper.from_array(randn(2), "c")])
+    compare(model, {"x": randn(3)})
+
+
+def _symbolic_model():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    return make_model([node], [vinfo("x", TensorProto.FLOAT, ["batch", 3, 224, 224])], [vinfo("y", TensorProto.FLOAT, [])])
+
+
+def test_symbolic_dim_without_shape_names_input_dim_and_flag():
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(_symbolic_model())
+    message = str(info.value)
+    assert "input 'x' dim 0 ('batch') is symbolic" in message
+    assert "--shape x=1x3x224x224" in message
+
+
+def test_shapes_fix_symbolic_dims():
+    graph = import_onnx(_symbolic_model(), shapes={"x": (2, 3, 224, 224)})
+    assert graph.inputs[0].type.shape == (2, 3, 224, 224)
+    assert graph.outputs[0].type.shape == (2, 3, 224, 224)
+
+
+def test_shape_for_unknown_input_lists_real_inputs():
+    with pytest.raises(ModelError, match=r"'z'.*inputs are: 'x'"):
+        import_onnx(_symbolic_model(), shapes={"z": (1,)})
+
+
+def test_shape_contradicting_static_dim():
+    with pytest.raises(ModelError, match="dim 1, which is fixed to 3"):
+        import_onnx(_symbolic_model(), shapes={"x": (1, 4, 224, 224)})
+    with pytest.raises(ModelError, match="rank"):
+        import_onnx(_symbolic_model(), shapes={"x": (1, 3)})
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ModelError, match=r"cannot read model '.*nope\.onnx': no such file"):
+        import_onnx(tmp_path / "nope.onnx")
+
+
+def test_not_onnx_file(tmp_path):
+    path = tmp_path / "garbage.onnx"
+    path.write_bytes(bytes(RNG.integers(0, 256, 256, dtype=np.uint8)))
+    with pytest.raises(ModelError, match="garbage.onnx"):
+        import_onnx(path)
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n")
+    with pytest.raises(ModelError, match="notes.onnx"):
+        import_onnx(str(text))
+
+
+def test_checker_failure_is_model_error():
+    node = helper.make_node("Relu", ["x", "extra", "more"], ["y"])  # Relu takes one input
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [3])], [vinfo("y", TensorProto.FLOAT, [])])
+    with pytest.raises(ModelError, match="ONNX checker"):
+        import_onnx(model)
+
+
+def test_reads_path_with_external_data(tmp_path):
+    w = randn(64, 64)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [2, 64])], [vinfo("y", TensorProto.FLOAT, [])],
+                       [numpy_helper.from_array(w, "w")])
+    sub = tmp_path / "m"
+    sub.mkdir()
+    onnx.save_model(model, sub / "model.onnx", save_as_external_data=True, location="weights.bin", size_threshold=0)
+    assert (sub / "weights.bin").exists()
+    graph = import_onnx(sub / "model.onnx")
+    x = randn(2, 64)
+    np.testing.assert_allclose(interpret(graph, {"x": x})[0], x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_all_unsupported_ops_listed_in_one_error():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("NonZero", ["a"], ["b"], name="nz"),
+        helper.make_node("TopK", ["x", "k"], ["c", "d"], name="topk_1"),
+        helper.make_node("MyOp", ["x"], ["e"], name="custom", domain="com.example"),
+    ]
+    model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [4])], [vinfo("b", TensorProto.INT64, [1, 2]),
+                       vinfo("c", TensorProto.FLOAT, [2]), vinfo("e", TensorProto.FLOAT, [4])],
+                       [numpy_helper.from_array(np.array([2], np.int64), "k")], extra_opsets=[("com.example", 1)])
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(model)
+    assert str(info.value) == (
+        "model uses 3 unsupported op(s):\n"
+        "  node 'nz' (NonZero, opset 17)\n"
+        "  node 'topk_1' (TopK, opset 17)\n"
+        "  node 'custom' (MyOp, domain 'com.example' opset 1)"
+    )
+
+
+@pytest.mark.parametrize("elem_type, name", [(TensorProto.UINT32, "uint32"), (TensorProto.STRING, "string"),
+                                             (TensorProto.COMPLEX64, "complex64")])
+def test_unsupported_input_dtype(elem_type, name):
+    node = helper.make_node("Identity", ["x"], ["y"])
+    model = make_model([node], [vinfo("x", elem_type, [3])], [vinfo("y", elem_type, [3])])
+    with pytest.raises(UnsupportedError, match=f"input 'x' has dtype {name}"):
+        import_onnx(model)
+
+
+def test_unsupported_initializer_dtype():
+    model = node_model("Add", ["x", "c"], {"x": np.zeros(3, np.uint16)}, inits={"c": np.ones(3, np.uint16)})
+    with pytest.raises(UnsupportedError, match="dtype uint16"):
+        import_onnx(model)
+
+
+def test_unused_dropout_mask_is_fine_but_used_mask_is_not():
+    node = helper.make_node("Dropout", ["x"], ["y", "mask"])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [3])], [vinfo("y", TensorProto.FLOAT, [])])
+    compare(model, {"x": randn(3)})
+    model.graph.output.append(vinfo("mask", TensorProto.BOOL, [3]))
+    with pytest.raises(UnsupportedError, match="output 1"):
+        import_onnx(model)
+
+
+def test_small_attention_block():
+    """MatMul-based attention: Q K^T / sqrt(d) -> Softmax -> V, with a LayerNorm in front."""
+    d = 8
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["h"], axis=-1),
+        helper.make_node("MatMul", ["h", "wq"], ["q"]),
+        helper.make_node("MatMul", ["h", "wk"], ["k"]),
+        helper.make_node("MatMul", ["h", "wv"], ["v"]),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+        helper.make_node("Div", ["s", "scale"], ["s2"]),
+        helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"]),
+        helper.make_node("Add", ["o", "x"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("ln_s", randn(d)), ("ln_b", randn(d)), ("wq", randn(d, d)), ("wk", randn(d, d)), ("wv", randn(d, d)),
+        ("scale", np.array(np.sqrt(d), np.float32))]]
+    model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [2, 5, d])], [vinfo("y", TensorProto.FLOAT, [])], inits)
+    compare(model, {"x": randn(2, 5, d)}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])  # onnxruntime only takes odd sizes
+def test_lrn(size):
+    check_node("LRN", ["x"], {"x": randn(2, 6, 4, 3)}, attrs={"size": size, "alpha": 0.01, "beta": 0.6, "bias": 1.5})
