@@ -1,0 +1,1 @@
+"""Code generation backends: cpu (LLVM -> shared object), gpu (NVPTX)."""

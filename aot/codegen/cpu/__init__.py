@@ -1,0 +1,69 @@
+"""CPU code generation: ExecutionPlan -> optimized LLVM module -> ELF shared object.
+
+    target = CpuTarget.host()
+    code = emit_cpu(plan, target)
+    code.shared_object   # bytes: exports aot_model_entry and aot_kernel_<i>
+    code.kernels         # [(symbol, work items)] in plan order
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from aot.codegen.cpu.kernel import emit_entry, emit_kernel, work_items
+from aot.codegen.cpu.link import link_shared
+from aot.codegen.cpu.math import MathLib
+from aot.codegen.cpu.target import CpuTarget
+from aot.errors import CodegenError
+from aot.plan import ExecutionPlan
+
+__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "build_module", "optimize"]
+
+
+@dataclass(frozen=True)
+class CpuCode:
+    shared_object: bytes
+    kernels: list[tuple[str, int]]
+    llvm_ir: str
+    target: CpuTarget
+
+
+def build_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, list[tuple[str, int]]]:
+    """The unoptimized LLVM module of `plan` and its (symbol, work items) per kernel."""
+    module = ir.Module(name="aot")
+    module.triple = target.triple
+    lib = MathLib(module, target)
+    functions = []
+    for i, kernel in enumerate(plan.kernels):
+        fn = emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}")
+        functions.append((fn, work_items(kernel.root)))
+    emit_entry(module, functions)
+    return module, [(fn.name, items) for fn, items in functions]
+
+
+def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
+    """Parse, verify and run the O3 pipeline (loop/SLP vectorization, unrolling)."""
+    module.data_layout = str(machine.target_data)
+    try:
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+    except RuntimeError as err:
+        raise CodegenError(f"LLVM rejected the generated CPU module: {err}") from None
+    parsed.name = "aot"
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    tuning.loop_unrolling = True
+    passes = llvm.create_pass_builder(machine, tuning)
+    passes.getModulePassManager().run(parsed, passes)
+    return parsed
+
+
+def emit_cpu(plan: ExecutionPlan, target: CpuTarget) -> CpuCode:
+    machine = target.target_machine()
+    module, kernels = build_module(plan, target)
+    optimized = optimize(module, machine)
+    obj = machine.emit_object(optimized)
+    return CpuCode(link_shared(obj, target), kernels, str(optimized), target)

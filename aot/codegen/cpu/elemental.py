@@ -1,0 +1,677 @@
+"""Elemental IR emission (as XLA's ElementalIrEmitter): the scalar of a value at a multi-index.
+
+`ElementalEmitter.value(v, index)` returns the element of `v` at `index`
+(a list of i64 LLVM values), in its register type. A kernel's params are
+loads from their buffers; fused nodes are generated inline, recursively:
+index-mapping ops remap the index, elementwise ops combine operand scalars,
+contractions loop over their contracted/window dims with an accumulator.
+
+Register types: f16 and bf16 compute in f32 and are rounded back to their
+own precision after every op (as the reference does); bool is i1 in
+registers and one byte in memory. Out-of-bounds positions (pad, concat,
+conv padding) clamp their index and select, so no branch and no stray read.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from aot.codegen.cpu import math as m
+from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, linearize
+from aot.codegen.cpu.target import CpuTarget
+from aot.errors import CodegenError
+from aot.ir.graph import Node, Value
+from aot.ir.types import DType, SIGNED_DTYPES
+from aot.ops.linalg import dot_free_dims
+from aot.ops.reduction import reduce_identity
+
+ZERO = const_i64(0)
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+HALF = ir.HalfType()
+# fast-math flags for accumulations: reassociation lets LLVM vectorize them; no nnan/ninf
+ACCUMULATE = ("reassoc", "contract")
+
+_REGISTER = {
+    DType.F16: m.F32, DType.BF16: m.F32, DType.F32: m.F32, DType.F64: m.F64,
+    DType.I8: I8, DType.U8: I8, DType.I16: I16, DType.I32: ir.IntType(32), DType.I64: I64, DType.BOOL: I1,
+}
+_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def register_type(dtype: DType) -> ir.Type:
+    return _REGISTER[dtype]
+
+
+def storage_type(dtype: DType, target: CpuTarget) -> ir.Type:
+    if dtype is DType.F16:
+        return HALF if target.native_f16 else I16
+    if dtype is DType.BF16:
+        return I16
+    if dtype is DType.BOOL:
+        return I8
+    return _REGISTER[dtype]
+
+
+def where(node: Node) -> str:
+    return f"node %{node.out.name} from {node.loc or '<unknown>'}"
+
+
+def no_lowering(node: Node, dtype: DType | None = None) -> CodegenError:
+    dtype = dtype or node.out.type.dtype
+    return CodegenError(f"no cpu lowering for {node.op} {dtype.value} ({where(node)})")
+
+
+Emitter = Callable[["ElementalEmitter", Node, list[ir.Value]], ir.Value]
+EMITTERS: dict[str, Emitter] = {}
+
+
+def emits(*ops: str):
+    def register(fn: Emitter) -> Emitter:
+        for op in ops:
+            EMITTERS[op] = fn
+        return fn
+
+    return register
+
+
+class ElementalEmitter:
+    """Emits elements of one kernel's values into `builder`'s current position.
+
+    `params` maps id(value) -> typed element pointer (set up by the kernel);
+    `fused` holds id() of the nodes generated inline; `alloca` adds an
+    accumulator slot to the function's entry block.
+    """
+
+    def __init__(
+        self, builder: ir.IRBuilder, lib: m.MathLib, target: CpuTarget,
+        params: dict[int, ir.Value], fused: set[int], alloca: Callable[[ir.Type, str], ir.Value],
+    ):
+        self.b = builder
+        self.lib = lib
+        self.target = target
+        self.params = params
+        self.fused = fused
+        self.alloca = alloca
+        # cache of (value, index) -> scalar, one scope per loop level: an entry is only
+        # reused where it dominates (same or enclosing loop body)
+        self._scopes: list[dict[tuple[int, ...], tuple[Sequence[ir.Value], ir.Value]]] = [{}]
+
+    # -- entry point -------------------------------------------------------------
+    def value(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
+        key = (id(v), *(id(i) for i in index))
+        for scope in reversed(self._scopes):
+            hit = scope.get(key)
+            if hit is not None:
+                return hit[1]
+        if id(v) in self.params:
+            result = self.load(v, index)
+        elif v.producer is not None and id(v.producer) in self.fused:
+            node = v.producer
+            emitter = EMITTERS.get(node.op)
+            if emitter is None:
+                raise no_lowering(node)
+            result = emitter(self, node, list(index))
+        else:
+            raise CodegenError(f"value %{v.name} is neither a param nor a fused node of its kernel")
+        self._scopes[-1][key] = (tuple(index), result)
+        return result
+
+    def push_scope(self) -> None:
+        self._scopes.append({})
+
+    def pop_scope(self) -> None:
+        self._scopes.pop()
+
+    # -- memory -------------------------------------------------------------------
+    def load(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
+        ptr = self.params[id(v)]
+        linear = linearize(self.b, index, v.type.shape, v.name)
+        addr = self.b.gep(ptr, [linear], inbounds=True, name=f"{v.name}.addr")
+        raw = self.b.load(addr, name=f"{v.name}.raw", align=v.type.dtype.itemsize)
+        return self.from_storage(raw, v.type.dtype, v.name)
+
+    def from_storage(self, raw: ir.Value, dtype: DType, name: str) -> ir.Value:
+        if dtype is DType.F16:
+            if self.target.native_f16:
+                return self.b.fpext(raw, m.F32, name=name)
+            return m.f16_bits_to_f32(self.lib, self.b, raw)
+        if dtype is DType.BF16:
+            return m.bf16_bits_to_f32(self.b, raw)
+        if dtype is DType.BOOL:
+            return self.b.icmp_unsigned("!=", raw, I8(0), name=name)
+        return raw
+
+    def to_storage(self, value: ir.Value, dtype: DType) -> ir.Value:
+        if dtype is DType.F16:
+            if self.target.native_f16:
+                return self.b.fptrunc(value, HALF)
+            return m.f32_to_f16_bits(self.lib, self.b, value)
+        if dtype is DType.BF16:
+            return m.f32_to_bf16_bits(self.b, value)
+        if dtype is DType.BOOL:
+            return self.b.zext(value, I8)
+        return value
+
+    def round_to(self, value: ir.Value, dtype: DType) -> ir.Value:
+        """Round an f32 register value to the precision of f16/bf16 (no-op otherwise)."""
+        if dtype in (DType.F16, DType.BF16):
+            return self.from_storage(self.to_storage(value, dtype), dtype, "rounded")
+        return value
+
+    # -- scalars --------------------------------------------------------------------
+    def immediate(self, dtype: DType, value: float | int | bool) -> ir.Constant:
+        """An LLVM constant of `dtype`'s register type holding `value` converted as numpy would."""
+        with np.errstate(all="ignore"):
+            scalar = np.array(value).astype(dtype.to_numpy()).item()
+        ty = register_type(dtype)
+        if dtype.is_float:
+            return ir.Constant(ty, float(scalar))
+        bits = ty.width
+        wrapped = int(scalar) & ((1 << bits) - 1)
+        if bits > 1 and wrapped >= 1 << (bits - 1):
+            wrapped -= 1 << bits
+        return ir.Constant(ty, wrapped)
+
+    def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        b = self.b
+        if src is dst:
+            return v
+        if dst is DType.BOOL:
+            if src.is_float:
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        dst_ty = register_type(dst)
+        if src.is_float and dst.is_float:
+            if src is DType.F64 and dst in (DType.F16, DType.BF16):
+                return self.round_to(m.f64_to_f32_odd(b, v), dst)  # single correct rounding
+            if isinstance(v.type, ir.DoubleType) and not isinstance(dst_ty, ir.DoubleType):
+                v = b.fptrunc(v, dst_ty)
+            elif not isinstance(v.type, ir.DoubleType) and isinstance(dst_ty, ir.DoubleType):
+                v = b.fpext(v, dst_ty)
+            return self.round_to(v, dst)
+        if src.is_float:
+            sat = "fptoui.sat" if dst is DType.U8 else "fptosi.sat"
+            suffix = "f64" if isinstance(v.type, ir.DoubleType) else "f32"
+            fn = m.intrinsic(b.module, f"llvm.{sat}.i{dst_ty.width}.{suffix}", dst_ty, [v.type])
+            return b.call(fn, [v])
+        signed = src in SIGNED_DTYPES
+        if dst.is_float:
+            f = b.sitofp(v, dst_ty) if signed else b.uitofp(v, dst_ty)
+            return self.round_to(f, dst)
+        if dst_ty.width > v.type.width:
+            return b.sext(v, dst_ty) if signed else b.zext(v, dst_ty)
+        if dst_ty.width < v.type.width:
+            return b.trunc(v, dst_ty)
+        return v
+
+    def combine(self, kind: str, acc: ir.Value, x: ir.Value, dtype: DType) -> ir.Value:
+        """One step of a reduction of `kind` (sum, prod, max, min) in register type."""
+        b = self.b
+        if dtype is DType.BOOL:
+            return b.or_(acc, x) if kind in ("sum", "max") else b.and_(acc, x)
+        if dtype.is_float:
+            if kind == "sum":
+                return b.fadd(acc, x, flags=ACCUMULATE)
+            if kind == "prod":
+                return b.fmul(acc, x, flags=ACCUMULATE)
+            return self.lib.maximum(b, acc, x) if kind == "max" else self.lib.minimum(b, acc, x)
+        if kind == "sum":
+            return b.add(acc, x)
+        if kind == "prod":
+            return b.mul(acc, x)
+        return self.int_minmax(kind, acc, x, dtype)
+
+    def int_minmax(self, kind: str, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
+        op = ">" if kind == "max" else "<"
+        if dtype in SIGNED_DTYPES:
+            pick = self.b.icmp_signed(op, a, c)
+        else:
+            pick = self.b.icmp_unsigned(op, a, c)
+        return self.b.select(pick, a, c)
+
+    def in_bounds(self, position: ir.Value, size: int, name: str) -> tuple[ir.Value, ir.Value]:
+        """(0 <= position < size, position clamped to 0 when out of bounds)."""
+        ok = self.b.icmp_unsigned("<", position, const_i64(size), name=f"{name}.inb")
+        return ok, self.b.select(ok, position, ZERO, name=f"{name}.clamp")
+
+    def all_of(self, conditions: Sequence[ir.Value]) -> ir.Value | None:
+        result = None
+        for cond in conditions:
+            result = cond if result is None else self.b.and_(result, cond)
+        return result
+
+    def accumulate_loop(self, node: Node, extents: Sequence[int], init: ir.Value,
+                        step: Callable[[list[ir.Value], ir.Value], ir.Value]) -> ir.Value:
+        """acc = init; for idx in nest(extents): acc = step(idx, acc); returns acc."""
+        name = node.out.name
+        slot = self.alloca(init.type, f"{name}.acc")
+        self.b.store(init, slot)
+        self.push_scope()
+        with for_nest(self.b, list(extents), f"{name}.k") as loop_index:
+            acc = self.b.load(slot, name=f"{name}.acc")
+            self.b.store(step(loop_index, acc), slot)
+        self.pop_scope()
+        return self.b.load(slot, name=f"{name}.sum")
+
+
+# == index-mapping ops ===============================================================
+@emits("constant")
+def _constant(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    array: np.ndarray = node.attrs["value"]
+    dtype = node.out.type.dtype
+    if array.size == 1:
+        return e.immediate(dtype, array.reshape(-1)[0].item())
+    module = e.b.module
+    symbol = f"const.{node.out.name}"
+    glob = module.globals.get(symbol)
+    if glob is None:
+        data = bytearray(np.ascontiguousarray(array).tobytes())
+        glob = ir.GlobalVariable(module, ir.ArrayType(I8, len(data)), name=symbol)
+        glob.linkage = "private"
+        glob.global_constant = True
+        glob.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
+        glob.align = 64
+    ptr = e.b.bitcast(glob, storage_type(dtype, e.target).as_pointer(), name=f"{symbol}.ptr")
+    linear = linearize(e.b, index, node.out.type.shape, node.out.name)
+    raw = e.b.load(e.b.gep(ptr, [linear], inbounds=True), name=f"{node.out.name}.raw", align=dtype.itemsize)
+    return e.from_storage(raw, dtype, node.out.name)
+
+
+@emits("iota")
+def _iota(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    return e.convert(index[node.attrs["dim"]], DType.I64, node.out.type.dtype)
+
+
+@emits("broadcast")
+def _broadcast(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    (x,) = node.inputs
+    sub = [index[d] if x.type.shape[i] != 1 else ZERO for i, d in enumerate(node.attrs["dims"])]
+    return e.value(x, sub)
+
+
+@emits("reshape")
+def _reshape(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    (x,) = node.inputs
+    in_shape, out_shape = x.type.shape, node.out.type.shape
+    if [d for d in in_shape if d != 1] == [d for d in out_shape if d != 1]:
+        # only unit dims inserted or removed: map the non-unit dims one to one
+        moving = iter(i for i, d in zip(index, out_shape) if d != 1)
+        sub = [next(moving) if d != 1 else ZERO for d in in_shape]
+        return e.value(x, sub)
+    linear = linearize(e.b, index, out_shape, node.out.name)
+    return e.value(x, delinearize(e.b, linear, in_shape, node.out.name))
+
+
+@emits("transpose")
+def _transpose(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    sub: list[ir.Value] = [ZERO] * len(index)
+    for i, p in enumerate(node.attrs["perm"]):
+        sub[p] = index[i]
+    return e.value(node.inputs[0], sub)
+
+
+@emits("slice")
+def _slice(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    sub = []
+    for d, (i, start, stride) in enumerate(zip(index, node.attrs["start"], node.attrs["stride"])):
+        scaled = i if stride == 1 else e.b.mul(i, const_i64(stride), flags=["nuw", "nsw"])
+        sub.append(scaled if start == 0 else e.b.add(scaled, const_i64(start), name=f"{node.out.name}.i{d}", flags=["nuw", "nsw"]))
+    return e.value(node.inputs[0], sub)
+
+
+@emits("concat")
+def _concat(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    axis = node.attrs["axis"]
+    result: ir.Value | None = None
+    offset = 0
+    for operand in node.inputs:
+        size = operand.type.shape[axis]
+        if size == 0:
+            continue
+        local = e.b.sub(index[axis], const_i64(offset), name=f"{node.out.name}.at{offset}")
+        _, clamped = e.in_bounds(local, size, f"{node.out.name}.{operand.name}")
+        sub = list(index)
+        sub[axis] = clamped
+        element = e.value(operand, sub)
+        if result is None:
+            result = element
+        else:
+            starts_here = e.b.icmp_signed(">=", index[axis], const_i64(offset))
+            result = e.b.select(starts_here, element, result, name=node.out.name)
+        offset += size
+    if result is None:  # every operand is empty: so is the output, never read
+        return ir.Constant(register_type(node.out.type.dtype), None)
+    return result
+
+
+@emits("pad")
+def _pad(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    (x,) = node.inputs
+    dtype = node.out.type.dtype
+    fill = e.immediate(dtype, node.attrs["value"])
+    if x.type.size == 0:
+        return fill
+    checks, sub = [], []
+    for d, (i, low, size) in enumerate(zip(index, node.attrs["low"], x.type.shape)):
+        if low == 0 and node.attrs["high"][d] == 0:
+            sub.append(i)
+            continue
+        ok, clamped = e.in_bounds(e.b.sub(i, const_i64(low)), size, f"{node.out.name}.d{d}")
+        checks.append(ok)
+        sub.append(clamped)
+    element = e.value(x, sub)
+    inside = e.all_of(checks)
+    return element if inside is None else e.b.select(inside, element, fill, name=node.out.name)
+
+
+# == elementwise ops =============================================================
+def _float_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
+    b, lib = e.b, e.lib
+    if op == "neg":
+        return b.fneg(x)
+    if op == "abs":
+        return lib.fabs(b, x)
+    if op == "sign":
+        one = ir.Constant(x.type, 1.0)
+        negative = b.select(b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0)), ir.Constant(x.type, -1.0), x)
+        return b.select(b.fcmp_ordered(">", x, ir.Constant(x.type, 0.0)), one, negative)
+    if op == "sqrt":
+        return lib.sqrt(b, x)
+    if op == "rsqrt":
+        return b.fdiv(ir.Constant(x.type, 1.0), lib.sqrt(b, x))
+    if op == "floor":
+        return lib.floor(b, x)
+    if op == "ceil":
+        return lib.ceil(b, x)
+    if op == "round":
+        return lib.roundeven(b, x)
+    if op == "copy":
+        return x
+    if op in ("exp", "log", "tanh", "logistic", "erf", "sin", "cos"):
+        return getattr(lib, op)(b, x)
+    raise KeyError(op)
+
+
+def _int_unary(e: ElementalEmitter, op: str, x: ir.Value, dtype: DType) -> ir.Value:
+    b = e.b
+    zero = ir.Constant(x.type, 0)
+    signed = dtype in SIGNED_DTYPES
+    if op == "copy":
+        return x
+    if op == "neg":
+        return b.sub(zero, x)
+    if op == "abs":
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x) if signed else x
+    if op == "sign":
+        positive = b.zext(b.icmp_signed(">", x, zero) if signed else b.icmp_unsigned("!=", x, zero), x.type)
+        if not signed:
+            return positive
+        return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
+    raise KeyError(op)
+
+
+def _bool_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
+    if op == "not":
+        return e.b.xor(x, I1(1))
+    if op in ("copy", "abs", "sign"):
+        return x
+    raise KeyError(op)
+
+
+@emits("neg", "abs", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "floor", "ceil", "round",
+       "erf", "sin", "cos", "sign", "not", "copy")
+def _unary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    dtype = node.out.type.dtype
+    x = e.value(node.inputs[0], index)
+    try:
+        if dtype.is_float:
+            return e.round_to(_float_unary(e, node.op, x), dtype)
+        if dtype is DType.BOOL:
+            return _bool_unary(e, node.op, x)
+        return _int_unary(e, node.op, x, dtype)
+    except KeyError:
+        raise no_lowering(node) from None
+
+
+def _int_div(e: ElementalEmitter, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
+    """Truncating division, defined everywhere: x/0 = 0, MIN/-1 = MIN (wraps), never a trap."""
+    b = e.b
+    zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
+    by_zero = b.icmp_unsigned("==", c, zero)
+    safe = b.select(by_zero, one, c)
+    if dtype in SIGNED_DTYPES:
+        minus_one = ir.Constant(a.type, -1)
+        safe = b.select(b.icmp_signed("==", safe, minus_one), one, safe)
+        quotient = b.sdiv(a, safe)
+        quotient = b.select(b.icmp_signed("==", c, minus_one), b.sub(zero, a), quotient)
+    else:
+        quotient = b.udiv(a, safe)
+    return b.select(by_zero, zero, quotient)
+
+
+def _int_pow(e: ElementalEmitter, base: ir.Value, exponent: ir.Value, dtype: DType) -> ir.Value:
+    """Binary exponentiation over every exponent bit (wrapping); negative exponents give 1/x^n truncated."""
+    b = e.b
+    ty = base.type
+    one = ir.Constant(ty, 1)
+    result: ir.Value = one
+    square = base
+    for bit in range(ty.width - (1 if dtype in SIGNED_DTYPES else 0)):
+        set_ = b.trunc(b.lshr(exponent, ir.Constant(ty, bit)), I1)
+        result = b.select(set_, b.mul(result, square), result)
+        square = b.mul(square, square)
+    if dtype not in SIGNED_DTYPES:
+        return result
+    zero = ir.Constant(ty, 0)
+    odd = b.trunc(exponent, I1)
+    minus_one = ir.Constant(ty, -1)
+    negative_power = b.select(b.icmp_signed("==", base, one), one,
+                              b.select(b.icmp_signed("==", base, minus_one), b.select(odd, minus_one, one), zero))
+    return b.select(b.icmp_signed("<", exponent, zero), negative_power, result)
+
+
+@emits("add", "sub", "mul", "div", "max", "min", "pow", "and", "or", "xor")
+def _binary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    dtype = node.out.type.dtype
+    a = e.value(node.inputs[0], index)
+    c = e.value(node.inputs[1], index)
+    b, op = e.b, node.op
+    if dtype.is_float:
+        simple = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}
+        if op in simple:
+            return e.round_to(simple[op](a, c), dtype)
+        if op in ("max", "min"):
+            return e.combine(op, a, c, dtype)
+        if op == "pow":
+            return e.round_to(e.lib.pow(b, a, c), dtype)
+        raise no_lowering(node)
+    if dtype is DType.BOOL:
+        table = {"and": b.and_, "or": b.or_, "xor": b.xor, "add": b.or_, "mul": b.and_, "max": b.or_, "min": b.and_}
+        if op not in table:
+            raise no_lowering(node)
+        return table[op](a, c)
+    if op in ("add", "sub", "mul"):
+        return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](a, c)
+    if op in ("max", "min"):
+        return e.int_minmax(op, a, c, dtype)
+    if op == "div":
+        return _int_div(e, a, c, dtype)
+    if op == "pow":
+        return _int_pow(e, a, c, dtype)
+    raise no_lowering(node)
+
+
+@emits("compare")
+def _compare(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    dtype = node.inputs[0].type.dtype
+    a = e.value(node.inputs[0], index)
+    c = e.value(node.inputs[1], index)
+    op = _FCMP[node.attrs["direction"]]
+    if dtype.is_float:
+        # ordered (false on NaN) except ne, which is true on NaN (IEEE, numpy)
+        if op == "!=":
+            return e.b.fcmp_unordered(op, a, c, name=node.out.name)
+        return e.b.fcmp_ordered(op, a, c, name=node.out.name)
+    if dtype in SIGNED_DTYPES:
+        return e.b.icmp_signed(op, a, c, name=node.out.name)
+    return e.b.icmp_unsigned(op, a, c, name=node.out.name)
+
+
+@emits("select")
+def _select(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    pred = e.value(node.inputs[0], index)
+    on_true = e.value(node.inputs[1], index)
+    on_false = e.value(node.inputs[2], index)
+    return e.b.select(pred, on_true, on_false, name=node.out.name)
+
+
+@emits("convert")
+def _convert(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    x = e.value(node.inputs[0], index)
+    return e.convert(x, node.inputs[0].type.dtype, node.out.type.dtype)
+
+
+# == contractions ====================================================================
+@emits("reduce")
+def _reduce(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    (x,) = node.inputs
+    kind, axes = node.attrs["kind"], node.attrs["axes"]
+    dtype = node.out.type.dtype
+    kept = iter(index)
+    base = [None if d in axes else next(kept) for d in range(x.type.rank)]
+
+    def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
+        sub = list(base)
+        for axis, i in zip(axes, loop_index):
+            sub[axis] = i
+        return e.combine(kind, acc, e.value(x, sub), dtype)
+
+    init = e.immediate(dtype, reduce_identity(kind, dtype))
+    extents = [x.type.shape[a] for a in axes]
+    return e.round_to(e.accumulate_loop(node, extents, init, step), dtype)
+
+
+def _multiply_add(e: ElementalEmitter, node: Node, acc: ir.Value, a: ir.Value, c: ir.Value) -> ir.Value:
+    dtype = node.out.type.dtype
+    if dtype.is_float:
+        return e.b.fadd(acc, e.b.fmul(a, c, flags=("contract",)), flags=ACCUMULATE)
+    if dtype is DType.BOOL:
+        raise no_lowering(node)
+    return e.b.add(acc, e.b.mul(a, c))
+
+
+@emits("dot")
+def _dot(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    lhs, rhs = node.inputs
+    lb, rb, lc, rc = (node.attrs[k] for k in ("lhs_batch", "rhs_batch", "lhs_contract", "rhs_contract"))
+    dtype = node.out.type.dtype
+    if dtype is DType.BOOL:
+        raise no_lowering(node)
+    lsub: list[ir.Value | None] = [None] * lhs.type.rank
+    rsub: list[ir.Value | None] = [None] * rhs.type.rank
+    for k, (ld, rd) in enumerate(zip(lb, rb)):
+        lsub[ld] = rsub[rd] = index[k]
+    position = len(lb)
+    for d in dot_free_dims(lhs.type.rank, lb, lc):
+        lsub[d] = index[position]
+        position += 1
+    for d in dot_free_dims(rhs.type.rank, rb, rc):
+        rsub[d] = index[position]
+        position += 1
+
+    def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
+        ls, rs = list(lsub), list(rsub)
+        for ld, rd, i in zip(lc, rc, loop_index):
+            ls[ld] = rs[rd] = i
+        return _multiply_add(e, node, acc, e.value(lhs, ls), e.value(rhs, rs))
+
+    init = e.immediate(dtype, 0)
+    extents = [lhs.type.shape[d] for d in lc]
+    return e.round_to(e.accumulate_loop(node, extents, init, step), dtype)
+
+
+@emits("conv")
+def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    x, w = node.inputs
+    dtype = node.out.type.dtype
+    if dtype is DType.BOOL:
+        raise no_lowering(node)
+    groups = node.attrs["groups"]
+    strides, dilation, padding = node.attrs["strides"], node.attrs["dilation"], node.attrs["padding"]
+    in_channels = x.type.shape[1] // groups
+    out_per_group = w.type.shape[0] // groups
+    kernel = w.type.shape[2:]
+    spatial_in = x.type.shape[2:]
+    spatial_out = node.out.type.shape[2:]
+    batch, out_channel = index[0], index[1]
+    name = node.out.name
+    if x.type.size == 0 or w.type.size == 0:  # all padding or no channels: nothing to read
+        return e.immediate(dtype, 0)
+    channel_base = None
+    if groups > 1:
+        group = e.b.udiv(out_channel, const_i64(out_per_group), name=f"{name}.group")
+        channel_base = e.b.mul(group, const_i64(in_channels), name=f"{name}.cbase")
+
+    def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
+        c, offsets = loop_index[0], loop_index[1:]
+        channel = c if channel_base is None else e.b.add(channel_base, c, name=f"{name}.c")
+        checks, positions = [], []
+        for d, k in enumerate(offsets):
+            pos = e.b.mul(index[2 + d], const_i64(strides[d])) if strides[d] != 1 else index[2 + d]
+            pos = e.b.add(pos, e.b.mul(k, const_i64(dilation[d])) if dilation[d] != 1 else k)
+            low, _ = padding[d]
+            if low:
+                pos = e.b.sub(pos, const_i64(low), name=f"{name}.p{d}")
+            last = (spatial_out[d] - 1) * strides[d] + (kernel[d] - 1) * dilation[d] - low
+            if low == 0 and last < spatial_in[d]:
+                positions.append(pos)  # never in the padding
+                continue
+            ok, clamped = e.in_bounds(pos, spatial_in[d], f"{name}.p{d}")
+            checks.append(ok)
+            positions.append(clamped)
+        xv = e.value(x, [batch, channel, *positions])
+        inside = e.all_of(checks)
+        if inside is not None:
+            xv = e.b.select(inside, xv, e.immediate(x.type.dtype, 0))
+        wv = e.value(w, [out_channel, c, *offsets])
+        return _multiply_add(e, node, acc, xv, wv)
+
+    init = e.immediate(dtype, 0)
+    return e.round_to(e.accumulate_loop(node, [in_channels, *kernel], init, step), dtype)
+
+
+@emits("reduce_window")
+def _reduce_window(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    (x,) = node.inputs
+    kind = node.attrs["kind"]
+    dtype = node.out.type.dtype
+    window, strides, padding = node.attrs["window"], node.attrs["strides"], node.attrs["padding"]
+    identity = e.immediate(dtype, reduce_identity(kind, dtype))
+    name = node.out.name
+    if x.type.size == 0:  # every window lies in the padding
+        return identity
+
+    def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
+        checks, sub = [], []
+        for d, k in enumerate(loop_index):
+            pos = e.b.mul(index[d], const_i64(strides[d])) if strides[d] != 1 else index[d]
+            pos = e.b.add(pos, k)
+            low, high = padding[d]
+            if low == 0 and high == 0:
+                sub.append(pos)
+                continue
+            ok, clamped = e.in_bounds(e.b.sub(pos, const_i64(low)), x.type.shape[d], f"{name}.w{d}")
+            checks.append(ok)
+            sub.append(clamped)
+        element = e.value(x, sub)
+        inside = e.all_of(checks)
+        if inside is not None:
+            element = e.b.select(inside, element, identity)
+        return e.combine(kind, acc, element, dtype)
+
+    return e.round_to(e.accumulate_loop(node, list(window), identity, step), dtype)

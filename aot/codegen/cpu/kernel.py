@@ -1,0 +1,113 @@
+"""Kernel functions and the model entry.
+
+    void aot_kernel_<i>(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                        const uint8_t* weights, int64_t begin, int64_t end);
+    void aot_model_entry(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                         const uint8_t* weights);
+
+A kernel loops over its root's output: work item w is one innermost row
+(w = the flat index over all dims but the last); items [begin, end) are
+independent, so a thread pool may split them. The entry runs every kernel
+over all of its items, in plan order.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from aot.codegen.cpu.elemental import ElementalEmitter, storage_type
+from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range
+from aot.codegen.cpu.math import MathLib
+from aot.codegen.cpu.target import CpuTarget
+from aot.errors import CodegenError
+from aot.ir.graph import Value
+from aot.plan import ExecutionPlan, Kernel, Slice
+
+I8 = ir.IntType(8)
+I8P = I8.as_pointer()
+I8PP = I8P.as_pointer()
+KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I8PP, I8P, I8P, I64, I64])
+ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I8PP, I8P, I8P])
+ARG_NAMES = ("inputs", "outputs", "arena", "weights", "begin", "end")
+
+
+def work_items(root: Value) -> int:
+    """Rows of the root's output: the product of every dim but the innermost (1 for rank <= 1)."""
+    items = 1
+    for dim in root.type.shape[:-1]:
+        items *= dim
+    return items
+
+
+def _base_pointer(builder: ir.IRBuilder, fn: ir.Function, where: Slice, value: Value) -> ir.Value:
+    inputs, outputs, arena, weights = fn.args[:4]
+    if where.kind in ("input", "output"):
+        table = inputs if where.kind == "input" else outputs
+        slot = builder.gep(table, [const_i64(where.index)], inbounds=True, name=f"{value.name}.slot")
+        base = builder.load(slot, name=f"{value.name}.base", align=8)
+    elif where.kind in ("arena", "weights"):
+        buffer = arena if where.kind == "arena" else weights
+        base = builder.gep(buffer, [const_i64(where.offset)], inbounds=True, name=f"{value.name}.base")
+    else:
+        raise CodegenError(f"value %{value.name} has a slice of unknown kind {where.kind!r}")
+    return base
+
+
+def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel, symbol: str) -> ir.Function:
+    fn = ir.Function(module, KERNEL_TYPE, name=symbol)
+    fn.attributes.add("nounwind")
+    for arg, name in zip(fn.args, ARG_NAMES):
+        arg.name = name
+    entry = fn.append_basic_block("entry")
+    body = fn.append_basic_block(kernel.name or "body")
+    setup = ir.IRBuilder(entry)
+
+    def typed_pointer(value: Value) -> ir.Value:
+        if value.name not in plan.slices:
+            raise CodegenError(f"kernel {kernel.name}: value %{value.name} has no buffer slice")
+        base = _base_pointer(setup, fn, plan.slices[value.name], value)
+        return setup.bitcast(base, storage_type(value.type.dtype, target).as_pointer(), name=f"{value.name}.ptr")
+
+    def alloca(ty: ir.Type, name: str) -> ir.Value:
+        return setup.alloca(ty, name=name)
+
+    params = {id(p): typed_pointer(p) for p in kernel.params}
+    out_ptr = typed_pointer(kernel.root)
+    fused = {id(n) for n in kernel.nodes}
+    builder = ir.IRBuilder(body)
+    elemental = ElementalEmitter(builder, lib, target, params, fused, alloca)
+    root = kernel.root
+    dtype = root.type.dtype
+    shape = root.type.shape
+
+    def store(linear: ir.Value, index: list[ir.Value]) -> None:
+        value = elemental.value(root, index)
+        addr = builder.gep(out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
+        builder.store(elemental.to_storage(value, dtype), addr, align=dtype.itemsize)
+
+    if not shape:
+        with for_range(builder, fn.args[4], fn.args[5], "item"):
+            store(const_i64(0), [])
+    else:
+        inner = shape[-1]
+        with for_range(builder, fn.args[4], fn.args[5], "item") as item:
+            outer_index = delinearize(builder, item, shape[:-1], "item")
+            row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
+            with for_range(builder, 0, inner, f"{root.name}.j") as j:
+                elemental.push_scope()
+                store(builder.add(row, j, name=f"{root.name}.at", flags=["nuw", "nsw"]), [*outer_index, j])
+                elemental.pop_scope()
+    builder.ret_void()
+    setup.branch(body)
+    return fn
+
+
+def emit_entry(module: ir.Module, kernels: list[tuple[ir.Function, int]]) -> ir.Function:
+    fn = ir.Function(module, ENTRY_TYPE, name="aot_model_entry")
+    fn.attributes.add("nounwind")
+    for arg, name in zip(fn.args, ARG_NAMES):
+        arg.name = name
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    for kernel_fn, items in kernels:
+        builder.call(kernel_fn, [*fn.args, const_i64(0), const_i64(items)])
+    builder.ret_void()
+    return fn

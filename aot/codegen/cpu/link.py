@@ -1,0 +1,43 @@
+"""Object file -> shared object, linked against nothing (`cc -shared -nostdlib`).
+
+Undefined symbols LLVM may emit (memcpy, memset) resolve at dlopen time
+from the process's libc. Paths are relative inside a temporary directory and
+the build id is off, so the same object always links to the same bytes.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+
+from aot.codegen.cpu.target import CpuTarget
+from aot.errors import CodegenError
+
+
+def _linker(target: CpuTarget) -> list[str]:
+    host = platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64")
+    if target.arch == host:
+        cc = os.environ.get("CC", "cc")
+        return [cc]
+    cross = shutil.which(f"{target.arch}-linux-gnu-gcc")
+    if cross:
+        return [cross]
+    clang = shutil.which("clang")
+    if clang and shutil.which("ld.lld"):
+        return [clang, f"--target={target.triple}", "-fuse-ld=lld"]
+    raise CodegenError(f"no linker for {target.arch} on this {host} host (install {target.arch}-linux-gnu-gcc or clang with ld.lld)")
+
+
+def link_shared(obj: bytes, target: CpuTarget) -> bytes:
+    command = _linker(target)
+    with tempfile.TemporaryDirectory(prefix="aot-link-") as tmp:
+        with open(os.path.join(tmp, "kernels.o"), "wb") as f:
+            f.write(obj)
+        args = [*command, "-shared", "-nostdlib", "-Wl,--build-id=none", "-Wl,-z,noexecstack", "-o", "kernels.so", "kernels.o"]
+        result = subprocess.run(args, cwd=tmp, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CodegenError(f"linking the CPU shared object failed ({' '.join(args)}): {result.stderr.strip()}")
+        with open(os.path.join(tmp, "kernels.so"), "rb") as f:
+            return f.read()

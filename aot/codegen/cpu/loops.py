@@ -1,0 +1,85 @@
+"""Loop-building helpers on llvmlite's IRBuilder (shared with the NVPTX backend).
+
+Every loop is top-tested: a range with zero trips runs no body and reads nothing.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+I64 = ir.IntType(64)
+
+
+def const_i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+@contextmanager
+def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; ++i)` (signed i64): yields i, leaves the builder after the loop."""
+    start = const_i64(start) if isinstance(start, int) else start
+    stop = const_i64(stop) if isinstance(stop, int) else stop
+    before = builder.block
+    header = builder.append_basic_block(f"{name}.header")
+    body = builder.append_basic_block(f"{name}.body")
+    done = builder.append_basic_block(f"{name}.end")
+    builder.branch(header)
+    builder.position_at_end(header)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(start, before)
+    builder.cbranch(builder.icmp_signed("<", index, stop, name=f"{name}.more"), body, done)
+    builder.position_at_end(body)
+    yield index
+    step = builder.add(index, const_i64(1), name=f"{name}.next", flags=["nuw", "nsw"])
+    index.add_incoming(step, builder.block)
+    builder.branch(header)
+    builder.position_at_end(done)
+
+
+@contextmanager
+def for_nest(builder: ir.IRBuilder, extents: Sequence[int], name: str, level: int = 0) -> Iterator[list[ir.Value]]:
+    """Nested constant-extent loops, outermost first; yields the index of each level."""
+    if not extents:
+        yield []
+        return
+    with for_range(builder, 0, extents[0], f"{name}{level}") as outer:
+        with for_nest(builder, extents[1:], name, level + 1) as inner:
+            yield [outer, *inner]
+
+
+def delinearize(builder: ir.IRBuilder, linear: ir.Value, shape: Sequence[int], name: str) -> list[ir.Value]:
+    """Row-major multi-index of `linear` in `shape` (dims of size 1 give constant 0)."""
+    index: list[ir.Value] = []
+    rest = linear
+    for dim in reversed(range(len(shape))):
+        size = shape[dim]
+        if size == 1:
+            index.append(const_i64(0))
+            continue
+        outer_size = 1
+        for d in shape[:dim]:
+            outer_size *= d
+        if outer_size == 1:
+            index.append(rest)  # the remaining quotient is already < size
+            rest = const_i64(0)
+            continue
+        index.append(builder.urem(rest, const_i64(size), name=f"{name}.i{dim}"))
+        rest = builder.udiv(rest, const_i64(size), name=f"{name}.q{dim}")
+    return index[::-1]
+
+
+def linearize(builder: ir.IRBuilder, index: Sequence[ir.Value], shape: Sequence[int], name: str) -> ir.Value:
+    """Row-major linear offset of `index` in `shape`."""
+    stride = 1
+    terms: list[ir.Value] = []
+    for dim in reversed(range(len(shape))):
+        if shape[dim] != 1:
+            term = index[dim] if stride == 1 else builder.mul(index[dim], const_i64(stride), name=f"{name}.s{dim}", flags=["nuw", "nsw"])
+            terms.append(term)
+        stride *= shape[dim]
+    linear: ir.Value | None = None
+    for term in reversed(terms):
+        linear = term if linear is None else builder.add(linear, term, name=f"{name}.lin", flags=["nuw", "nsw"])
+    return linear if linear is not None else const_i64(0)
