@@ -750,3 +750,35 @@ def test_small_attention_block():
 @pytest.mark.parametrize("size", [1, 3, 5])  # onnxruntime only takes odd sizes
 def test_lrn(size):
     check_node("LRN", ["x"], {"x": randn(2, 6, 4, 3)}, attrs={"size": size, "alpha": 0.01, "beta": 0.6, "bias": 1.5})
+
+
+def test_split_uneven_num_outputs_opset18():
+    check_node("Split", ["x"], {"x": randn(7, 2)}, attrs={"num_outputs": 3}, opset=18, n_out=3)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32, np.int64, np.int8, np.uint8])
+def test_dtypes_flow_through(dtype):
+    a = (RNG.standard_normal((3, 4)) * 5).astype(dtype)
+    b = (RNG.standard_normal((4,)) * 5).astype(dtype)
+    rtol = 1e-3 if dtype == np.float16 else 1e-5
+    check_node("Add", ["a", "b"], {"a": a, "b": b}, rtol=rtol)
+    check_node("Mul", ["a", "b"], {"a": a, "b": b}, rtol=rtol)
+    if dtype not in (np.int8, np.uint8):
+        check_node("MatMul", ["a", "b"], {"a": a, "b": b}, rtol=rtol, atol=1e-2 if dtype == np.float16 else 1e-6)
+    if dtype not in (np.uint8, np.int64):  # onnxruntime has no Relu kernel for these
+        check_node("Relu", ["a"], {"a": a})
+    check_node("ReduceMax", ["a"], {"a": a}, attrs={"axes": [1], "keepdims": 0}, opset=13)
+
+
+def test_inconsistent_operands_name_the_node():
+    model = node_model("Conv", ["x", "w"], {"x": randn(1, 3, 5, 5)}, inits={"w": randn(2, 4, 3, 3)})
+    model.graph.node[0].name = "conv_7"
+    with pytest.raises(ModelError, match=r"node 'conv_7' \(Conv, opset 17\): conv: input channels"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("attrs", [{}, {"axis": 1, "keepdims": 0}, {"axis": -1, "select_last_index": 1}])
+def test_arg_reduce_with_ties(op_type, attrs):
+    x = RNG.integers(0, 3, (3, 4, 5)).astype(np.float32)  # many ties
+    check_node(op_type, ["x"], {"x": x}, attrs=attrs)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import onnx
 
-from aot.errors import AotError, ModelError, UnsupportedError
+from aot.errors import AotError, IRError, ModelError, UnsupportedError
 from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
@@ -104,7 +104,9 @@ def _lower_node(ctx: Ctx, node: onnx.NodeProto, index: int) -> None:
     except AotError as err:
         if name in str(err):
             raise
-        raise type(err)(f"node '{name}' ({node.op_type}, opset {ctx.opset}): {err}") from None
+        # a shape rule refusing the operands means the model is inconsistent, not that the IR is broken
+        kind = ModelError if isinstance(err, IRError) else type(err)
+        raise kind(f"node '{name}' ({node.op_type}, opset {ctx.opset}): {err}") from None
     for i, out_name in enumerate(node.output):
         if not out_name:
             continue

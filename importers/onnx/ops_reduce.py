@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from aot.ir import Value
+from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, norm_axis
 
@@ -74,3 +74,23 @@ def _keep(ctx: Ctx, y: Value, x: Value, axes: tuple[int, ...], keepdims: bool) -
 
 for _name in _KINDS:
     OPS[_name] = _reduce
+
+
+def _arg_reduce(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Index of the first (or last) max/min along `axis`: iota where x hits the extreme, reduced by min (max)."""
+    x = a.inputs[0]
+    shape = x.type.shape
+    axis = norm_axis(ctx, a.attr("axis", 0), x.type.rank)
+    kind = "max" if a.node.op_type == "ArgMax" else "min"
+    extreme = ctx.unreduce(ctx.reduce(x, kind, (axis,)), shape, (axis,))
+    hits = ctx.op("compare", [x, extreme], direction="eq")
+    index = ctx.op("iota", [], shape=shape, dim=axis, dtype=DType.I64)
+    last = bool(a.attr("select_last_index", 0))
+    # positions that miss get an index that never wins: -1 when taking the max index, dim when the min
+    miss = ctx.full(-1 if last else shape[axis], index.type)
+    y = ctx.reduce(ctx.op("select", [hits, index, miss]), "max" if last else "min", (axis,))
+    return [_keep(ctx, y, x, (axis,), bool(a.attr("keepdims", 1)))]
+
+
+OPS["ArgMax"] = _arg_reduce
+OPS["ArgMin"] = _arg_reduce

@@ -246,7 +246,7 @@ def _split(ctx: Ctx, a: NodeArgs) -> list[Value]:
     if sizes is None:
         parts = a.attr("num_outputs", a.num_outputs)
         chunk = -(-dim // parts)
-        sizes = [min(chunk, dim - i * chunk) for i in range(parts)]
+        sizes = [max(0, min(chunk, dim - i * chunk)) for i in range(parts)]
     if sum(sizes) != dim or any(s < 0 for s in sizes):
         raise ctx.error(f"split sizes {sizes} do not add up to dim {axis} of {x.type}")
     outputs, offset = [], 0
