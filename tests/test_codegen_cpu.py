@@ -21,6 +21,8 @@ from aot.ir.graph import Node, Value
 from aot.plan import ExecutionPlan, Kernel, Slice
 
 HOST = CpuTarget.host()
+# the reference casts inf/out-of-range values on purpose (overflow to inf is tested behaviour)
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 
 
 # -- plan helpers -------------------------------------------------------------------

@@ -116,6 +116,8 @@ class ElementalEmitter:
             if emitter is None:
                 raise no_lowering(node)
             result = emitter(self, node, list(index))
+            if isinstance(result, ir.Instruction) and not result.name:
+                result.name = v.name  # dumps read like the graph
         else:
             raise CodegenError(f"value %{v.name} is neither a param nor a fused node of its kernel")
         self._scopes[-1][key] = (tuple(index), result)
