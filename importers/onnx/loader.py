@@ -64,11 +64,28 @@ def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelError(f"cannot read model '{label}': not an ONNX model (no graph or IR version)")
     try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(_with_output_shapes(proto))
     except (onnx.checker.ValidationError, ValueError) as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelError(f"model '{label}' fails the ONNX checker: {message}") from None
     return proto
+
+
+def _with_output_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The checker demands a shape on every output type; onnxruntime and exporters do not.
+
+    Outputs of unknown rank get an empty placeholder shape, on a copy made only
+    for the checker: the importer infers every type itself.
+    """
+    unshaped = [o for o in proto.graph.output if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape")]
+    if not unshaped:
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for output in copy.graph.output:
+        if output.type.HasField("tensor_type") and not output.type.tensor_type.HasField("shape"):
+            output.type.tensor_type.shape.SetInParent()
+    return copy
 
 
 def _read(path: str) -> onnx.ModelProto:
