@@ -3,8 +3,9 @@
 The shared library is found or built on first use:
 
 - ``AOT_RUNTIME_LIB`` (path to ``libaot_runtime.so``) wins when set;
-- otherwise ``runtime_c/`` next to this package is built with
-  ``make -C runtime_c BUILD_DIR=...`` into
+- otherwise the C sources (``aot/_runtime_c`` in an installed wheel,
+  ``runtime_c/`` in a source checkout) are built with
+  ``make -C <sources> BUILD_DIR=...`` into
   ``$XDG_CACHE_HOME/aot/runtime-<hash of the C sources>`` (default
   ``~/.cache/aot``), under a file lock so parallel processes do not race;
   the build goes to a temporary directory that is renamed into place, so a
@@ -49,7 +50,13 @@ import numpy as np
 
 from aot.errors import ArtifactError, RunError
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
+def _runtime_sources() -> Path:
+    """runtime_c/ as installed inside the package (wheel), else beside it (source checkout)."""
+    packaged = Path(__file__).resolve().parent / "_runtime_c"
+    return packaged if (packaged / "Makefile").is_file() else Path(__file__).resolve().parent.parent / "runtime_c"
+
+
+RUNTIME_DIR = _runtime_sources()
 LIB_NAME = "libaot_runtime.so"
 ABI_VERSION = 1
 
