@@ -15,8 +15,12 @@ DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concat
 GENERATORS = frozenset({"constant", "iota"})
 # Ops that combine many input elements into each output element.
 CONTRACTIONS = frozenset({"dot", "conv", "reduce", "reduce_window"})
+# Ops with no elemental form (an output element is not a function of its index
+# alone, e.g. scatter, sort): always the root of their own kernel, whose body
+# emitter (codegen BODY_EMITTERS) computes the whole output.
+NON_ELEMENTAL: frozenset[str] = frozenset()
 
 __all__ = [
     "OPS", "OpDef", "evaluate", "get_op", "infer_type",
-    "ELEMENTWISE", "DATA_MOVEMENT", "GENERATORS", "CONTRACTIONS",
+    "ELEMENTWISE", "DATA_MOVEMENT", "GENERATORS", "CONTRACTIONS", "NON_ELEMENTAL",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ops import DATA_MOVEMENT, ELEMENTWISE
+from aot.ops import DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -50,6 +50,8 @@ class Decision:
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool) -> Decision:
     if is_output:
         return Decision.no("graph output")
+    if node.op in NON_ELEMENTAL:
+        return Decision.no(f"{node.op} has no elemental form")
     if not users:
         return Decision.no("no users")
     distinct = sorted(set(user_groups))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from aot.codegen.cpu.kernel import emit_entry, emit_kernel, work_items
+from aot.codegen.cpu.kernel import emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.math import MathLib
 from aot.codegen.cpu.target import CpuTarget
@@ -38,7 +38,7 @@ def build_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, lis
     functions = []
     for i, kernel in enumerate(plan.kernels):
         fn = emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}")
-        functions.append((fn, work_items(kernel.root)))
+        functions.append((fn, kernel_work_items(kernel, target)))
     emit_entry(module, functions)
     return module, [(fn.name, items) for fn, items in functions]
 

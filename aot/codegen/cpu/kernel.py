@@ -12,6 +12,9 @@ over all of its items, in plan order.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from aot.codegen.cpu.elemental import ElementalEmitter, storage_type
@@ -36,6 +39,59 @@ def work_items(root: Value) -> int:
     for dim in root.type.shape[:-1]:
         items *= dim
     return items
+
+
+@dataclass
+class KernelContext:
+    """What a kernel body emitter gets: the function, a builder in its body block,
+    typed pointers to every param and to the root's output, and the elemental emitter."""
+
+    fn: ir.Function
+    builder: ir.IRBuilder
+    kernel: Kernel
+    params: dict[int, ir.Value]  # id(param value) -> typed pointer
+    out_ptr: ir.Value
+    elemental: ElementalEmitter
+    target: CpuTarget
+
+    @property
+    def begin(self) -> ir.Value:
+        return self.fn.args[4]
+
+    @property
+    def end(self) -> ir.Value:
+        return self.fn.args[5]
+
+
+@dataclass(frozen=True)
+class BodyEmitter:
+    """A kernel body other than the elemental row loop, chosen by the root's op.
+
+    For ops that are not elemental (scatter, sort) and for fast paths (packed
+    dot/conv microkernels). `applies` may decline a kernel, which then gets
+    the elemental loop; `work_items` says how many independent items it splits into.
+    """
+
+    applies: Callable[[Kernel, CpuTarget], bool]
+    work_items: Callable[[Kernel], int]
+    emit: Callable[[KernelContext], None]
+
+
+# root op -> body emitters tried in order; modules register into it on import
+BODY_EMITTERS: dict[str, list[BodyEmitter]] = {}
+
+
+def body_emitter(kernel: Kernel, target: CpuTarget) -> BodyEmitter | None:
+    producer = kernel.root.producer
+    for candidate in BODY_EMITTERS.get(producer.op if producer else "", []):
+        if candidate.applies(kernel, target):
+            return candidate
+    return None
+
+
+def kernel_work_items(kernel: Kernel, target: CpuTarget) -> int:
+    custom = body_emitter(kernel, target)
+    return custom.work_items(kernel) if custom else work_items(kernel.root)
 
 
 def _base_pointer(builder: ir.IRBuilder, fn: ir.Function, where: Slice, value: Value) -> ir.Value:
@@ -78,6 +134,13 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
     root = kernel.root
     dtype = root.type.dtype
     shape = root.type.shape
+
+    custom = body_emitter(kernel, target)
+    if custom is not None:
+        custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target))
+        builder.ret_void()
+        setup.branch(body)
+        return fn
 
     def store(linear: ir.Value, index: list[ir.Value]) -> None:
         value = elemental.value(root, index)
