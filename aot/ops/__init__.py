@@ -3,14 +3,17 @@
 Importing this package registers every op. Passes test op *sets* below
 rather than listing op names.
 """
-from aot.ops import elementwise, linalg, reduction, shape_ops  # noqa: F401  (registers ops)
+from aot.ops import elementwise, indexing, linalg, reduction, shape_ops, sorting  # noqa: F401  (registers ops)
 from aot.ops.elementwise import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 from aot.ops.registry import OPS, OpDef, evaluate, get_op, infer_type
 
 # Output element i depends only on input element i (same shape in and out).
 ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"compare", "select", "convert"}
 # Each output element is one input element (or a pad value): pure index maps.
-DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concat", "pad"})
+DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "concat", "pad", "reverse"})
+# Elemental index maps whose positions depend on data (an operand element may
+# be read many times, and the index tensor too): not free to recompute.
+INDEXING = frozenset({"gather"})
 # Ops whose elements are computed from their own indices alone.
 GENERATORS = frozenset({"constant", "iota"})
 # Ops that combine many input elements into each output element.
@@ -18,9 +21,9 @@ CONTRACTIONS = frozenset({"dot", "conv", "reduce", "reduce_window"})
 # Ops with no elemental form (an output element is not a function of its index
 # alone, e.g. scatter, sort): always the root of their own kernel, whose body
 # emitter (codegen BODY_EMITTERS) computes the whole output.
-NON_ELEMENTAL: frozenset[str] = frozenset()
+NON_ELEMENTAL: frozenset[str] = frozenset({"scatter", "sort", "argsort"})
 
 __all__ = [
     "OPS", "OpDef", "evaluate", "get_op", "infer_type",
-    "ELEMENTWISE", "DATA_MOVEMENT", "GENERATORS", "CONTRACTIONS", "NON_ELEMENTAL",
+    "ELEMENTWISE", "DATA_MOVEMENT", "INDEXING", "GENERATORS", "CONTRACTIONS", "NON_ELEMENTAL",
 ]

@@ -40,6 +40,60 @@ def _compute_dtype(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _unsigned(x: np.ndarray) -> np.ndarray:
+    """The same bits as the unsigned int of x's width."""
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _popcnt(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(_unsigned(x)).astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    bits = 8 * x.dtype.itemsize
+    u = _unsigned(x).astype(np.uint64)
+    length = np.zeros(u.shape, dtype=np.int64)
+    for shift in range(bits):  # bit_length: 1 + position of the highest set bit
+        length = np.where((u >> np.uint64(shift)) & np.uint64(1), shift + 1, length)
+    return (bits - length).astype(x.dtype)
+
+
+def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Remainder with the sign of the dividend (C fmod / truncated division).
+
+    Integers: x % 0 = 0 and MIN % -1 = 0, defined rather than trapping (as div).
+    """
+    if a.dtype.kind in "iu":
+        safe = np.where((b == 0) | (b == -1 if a.dtype.kind == "i" else False), 1, b).astype(a.dtype)
+        return np.where(b == 0, 0, np.fmod(a, safe)).astype(a.dtype)
+    return np.fmod(a, b)
+
+
+def _shift_amount(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(amount >= bit width, amount clamped to be safe): the amount is read as unsigned, as StableHLO."""
+    too_far = _unsigned(b) >= 8 * a.dtype.itemsize
+    return too_far, np.where(too_far, 0, _unsigned(b)).astype(_unsigned(a).dtype)
+
+
+def _shift_left(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    too_far, amount = _shift_amount(a, b)
+    return np.where(too_far, 0, (_unsigned(a) << amount).view(a.dtype)).astype(a.dtype)
+
+
+def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    too_far, amount = _shift_amount(a, b)
+    return np.where(too_far, 0, (_unsigned(a) >> amount).view(a.dtype)).astype(a.dtype)
+
+
+def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sign fill from the top bit (for u8 too: the bits are shifted as signed)."""
+    too_far, amount = _shift_amount(a, b)
+    signed = a.view(np.dtype(f"i{a.dtype.itemsize}"))
+    fill = np.where(signed < 0, -1, 0).astype(signed.dtype)
+    shifted = np.where(too_far, fill, signed >> amount.astype(signed.dtype))
+    return shifted.astype(signed.dtype).view(a.dtype)
+
+
 UNARY_FNS = {
     "neg": np.negative,  # -x
     "abs": np.abs,
@@ -56,10 +110,19 @@ UNARY_FNS = {
     "sin": np.sin,
     "cos": np.cos,
     "sign": np.sign,
-    "not": np.logical_not,
+    "not": np.invert,  # logical not on i1, bitwise not on ints
     "copy": np.copy,
+    "expm1": np.expm1,  # exp(x) - 1, accurate near 0
+    "log1p": np.log1p,  # log(1 + x), accurate near 0
+    "tan": np.tan,
+    "is_finite": np.isfinite,  # -> i1
+    "popcnt": _popcnt,  # number of set bits
+    "clz": _clz,  # leading zero bits (the bit width for 0)
 }
-FLOAT_ONLY_UNARY = frozenset({"exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "floor", "ceil", "round", "erf", "sin", "cos"})
+FLOAT_ONLY_UNARY = frozenset({
+    "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "floor", "ceil", "round", "erf", "sin", "cos",
+    "expm1", "log1p", "tan", "is_finite",
+})
 
 BINARY_FNS = {
     "add": np.add,
@@ -68,9 +131,14 @@ BINARY_FNS = {
     "max": np.maximum,  # NaN-propagating, like ONNX Max and XLA max
     "min": np.minimum,
     "pow": np.power,
-    "and": np.logical_and,
-    "or": np.logical_or,
-    "xor": np.logical_xor,
+    "and": np.bitwise_and,  # logical on i1, bitwise on ints
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "atan2": np.arctan2,  # atan2(y, x): angle of (x, y) in [-pi, pi]
+    "rem": _rem,
+    "shift_left": _shift_left,
+    "shift_right_arithmetic": _shift_right_arithmetic,
+    "shift_right_logical": _shift_right_logical,
 }
 
 COMPARE_FNS = {
@@ -82,7 +150,13 @@ COMPARE_FNS = {
     "ge": np.greater_equal,
 }
 
-BOOL_ONLY = frozenset({"and", "or", "xor", "not"})
+# bitwise ops: i1 or integer operands
+BITWISE = frozenset({"and", "or", "xor", "not"})
+# integer-only ops (not i1, not float)
+INT_ONLY = frozenset({"shift_left", "shift_right_arithmetic", "shift_right_logical", "popcnt", "clz"})
+FLOAT_ONLY_BINARY = frozenset({"atan2"})
+# unary ops whose result is i1
+BOOL_RESULT_UNARY = frozenset({"is_finite"})
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -98,16 +172,20 @@ BINARY_FNS["div"] = _div
 
 
 def _check_dtype(op: str, t: TensorType) -> None:
-    if op in BOOL_ONLY and t.dtype is not DType.BOOL:
-        raise IRError(f"{op} needs i1 operands, got {t}")
-    if op in FLOAT_ONLY_UNARY and not t.dtype.is_float:
+    if op in BITWISE and t.dtype is not DType.BOOL and not t.dtype.is_int:
+        raise IRError(f"{op} needs i1 or integer operands, got {t}")
+    if op in INT_ONLY and not t.dtype.is_int:
+        raise IRError(f"{op} needs integer operands, got {t}")
+    if op == "rem" and t.dtype is DType.BOOL:
+        raise IRError(f"rem needs numeric operands, got {t}")
+    if (op in FLOAT_ONLY_UNARY or op in FLOAT_ONLY_BINARY) and not t.dtype.is_float:
         raise IRError(f"{op} needs a float operand, got {t}")
 
 
 def _unary_rule(op: str):
     def infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorType:
         _check_dtype(op, ins[0])
-        return ins[0]
+        return ins[0].with_dtype(DType.BOOL) if op in BOOL_RESULT_UNARY else ins[0]
 
     return infer
 

@@ -57,19 +57,37 @@ def _dot_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorType) 
     return np.einsum(spec, lhs.astype(wide), rhs.astype(wide))
 
 
+def dilated_size(size: int, dilation: int) -> int:
+    """Extent of `size` elements with dilation - 1 holes between neighbours."""
+    return (size - 1) * dilation + 1 if size > 0 else 0
+
+
 def conv_output_spatial(
     in_spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-    padding: Sequence[tuple[int, int]], dilation: Sequence[int],
+    padding: Sequence[tuple[int, int]], dilation: Sequence[int], lhs_dilation: Sequence[int] | None = None,
 ) -> tuple[int, ...]:
     out = []
-    for size, k, s, (lo, hi), d in zip(in_spatial, kernel, strides, padding, dilation):
+    lhs_dilation = lhs_dilation or (1,) * len(in_spatial)
+    for size, k, s, (lo, hi), d, ld in zip(in_spatial, kernel, strides, padding, dilation, lhs_dilation):
         span = d * (k - 1) + 1
-        out.append((size + lo + hi - span) // s + 1)
+        out.append((dilated_size(size, ld) + lo + hi - span) // s + 1)
     return tuple(out)
 
 
+def conv_lhs_dilation(attrs: dict[str, Any], spatial_dims: int) -> tuple[int, ...]:
+    """The optional `lhs_dilation` (input dilation; transposed convolution), all 1 when absent."""
+    value = attrs.get("lhs_dilation", (1,) * spatial_dims)
+    if not isinstance(value, tuple) or len(value) != spatial_dims or not all(isinstance(v, int) and v >= 1 for v in value):
+        raise IRError(f"conv lhs_dilation must be {spatial_dims} integers >= 1, got {value!r}")
+    return value
+
+
 def _conv_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorType:
-    """x [N, C, *S], w [O, C/groups, *K] -> [N, O, *S'] (NCHW / OIHW)."""
+    """x [N, C, *S], w [O, C/groups, *K] -> [N, O, *S'] (NCHW / OIHW).
+
+    Optional `lhs_dilation` spreads the input with zeros (d - 1 between
+    neighbours) before padding: transposed convolution, as XLA's lhs_dilation.
+    """
     x, w = ins
     nsp = x.rank - 2
     strides, padding, dilation, groups = (attrs.get(k) for k in ("strides", "padding", "dilation", "groups"))
@@ -81,7 +99,8 @@ def _conv_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorType:
         raise IRError(f"conv on {x}: strides/padding/dilation need {nsp} entries and groups >= 1")
     if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
         raise IRError(f"conv: input channels {x.shape[1]} != {w.shape[1]} x groups {groups}, or {w.shape[0]} outputs not divisible")
-    spatial = conv_output_spatial(x.shape[2:], w.shape[2:], strides, padding, dilation)
+    lhs_dilation = conv_lhs_dilation(attrs, nsp)
+    spatial = conv_output_spatial(x.shape[2:], w.shape[2:], strides, padding, dilation, lhs_dilation)
     if min(strides + dilation) < 1 or any(lo < 0 or hi < 0 for lo, hi in padding) or min(spatial, default=1) < 1:
         raise IRError(f"conv on {x} with kernel {w.shape[2:]}: strides {strides}, padding {padding}, dilation {dilation} give no output")
     return x.with_shape((x.shape[0], w.shape[0]) + spatial)
@@ -91,6 +110,11 @@ def _conv_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorType)
     x, w = ins
     wide = np.float64 if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else np.int64
     x, w = x.astype(wide), w.astype(wide)
+    lhs_dilation = conv_lhs_dilation(attrs, x.ndim - 2)
+    if any(d > 1 for d in lhs_dilation):
+        spread = np.zeros(x.shape[:2] + tuple(dilated_size(n, d) for n, d in zip(x.shape[2:], lhs_dilation)), dtype=wide)
+        spread[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dilation)] = x
+        x = spread
     groups = attrs["groups"]
     strides, dilation = attrs["strides"], attrs["dilation"]
     n, c = x.shape[:2]

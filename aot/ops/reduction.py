@@ -8,6 +8,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
+from aot.ops.linalg import dilated_size
 from aot.ops.registry import register
 
 REDUCE_KINDS = ("sum", "max", "min", "prod")
@@ -54,8 +55,23 @@ def _reduce_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorTyp
     return fn(x, axis=axes, initial=init)
 
 
+def window_dilations(attrs: dict[str, Any], rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(base_dilation, window_dilation): optional, all 1 when absent."""
+    result = []
+    for key in ("base_dilation", "window_dilation"):
+        value = attrs.get(key, (1,) * rank)
+        if not isinstance(value, tuple) or len(value) != rank or not all(isinstance(v, int) and v >= 1 for v in value):
+            raise IRError(f"reduce_window {key} must be {rank} integers >= 1, got {value!r}")
+        result.append(value)
+    return result[0], result[1]
+
+
 def _window_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorType:
-    """Sliding-window reduction; padded positions hold the reduction's identity."""
+    """Sliding-window reduction; padded positions hold the reduction's identity.
+
+    Optional `base_dilation` spreads the input (holes hold the identity too)
+    and `window_dilation` spreads the window, as StableHLO reduce_window.
+    """
     (x,) = ins
     kind = attrs.get("kind")
     window, strides, padding = attrs.get("window"), attrs.get("strides"), attrs.get("padding")
@@ -65,12 +81,14 @@ def _window_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorTyp
         raise IRError("reduce_window needs window, strides and padding attributes")
     if not len(window) == len(strides) == len(padding) == x.rank:
         raise IRError(f"reduce_window on {x}: window/strides/padding must have rank {x.rank}")
+    base_dilation, window_dilation = window_dilations(attrs, x.rank)
     shape = []
     for d, (w, s, (lo, hi)) in enumerate(zip(window, strides, padding)):
-        padded = x.shape[d] + lo + hi
-        if w < 1 or s < 1 or lo < 0 or hi < 0 or padded < w:
+        padded = dilated_size(x.shape[d], base_dilation[d]) + lo + hi
+        span = dilated_size(w, window_dilation[d])
+        if w < 1 or s < 1 or lo < 0 or hi < 0 or padded < span:
             raise IRError(f"reduce_window on {x}: dim {d} window {w}, stride {s}, padding ({lo}, {hi}) does not fit")
-        shape.append((padded - w) // s + 1)
+        shape.append((padded - span) // s + 1)
     return x.with_shape(tuple(shape))
 
 
@@ -79,9 +97,16 @@ def _window_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorTyp
     kind = attrs["kind"]
     init = reduce_identity(kind, out.dtype)
     x = x.astype(_accumulate_dtype(x))
+    base_dilation, window_dilation = window_dilations(attrs, x.ndim)
+    if any(d > 1 for d in base_dilation):
+        spread = np.full(tuple(dilated_size(n, d) for n, d in zip(x.shape, base_dilation)), init, dtype=x.dtype)
+        spread[tuple(slice(None, None, d) for d in base_dilation)] = x
+        x = spread
     padded = np.pad(x, attrs["padding"], constant_values=init)
-    views = np.lib.stride_tricks.sliding_window_view(padded, attrs["window"])
+    spans = tuple(dilated_size(w, d) for w, d in zip(attrs["window"], window_dilation))
+    views = np.lib.stride_tricks.sliding_window_view(padded, spans)
     views = views[tuple(slice(None, None, s) for s in attrs["strides"])]
+    views = views[(Ellipsis,) + tuple(slice(None, None, d) for d in window_dilation)]
     views = views[tuple(slice(0, n) for n in out.shape)]
     axes = tuple(range(out.rank, 2 * out.rank))
     return {"sum": np.sum, "max": np.max, "min": np.min}[kind](views, axis=axes)
