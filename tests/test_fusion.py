@@ -1,3 +1,8 @@
+import re
+
+import numpy as np
+import pytest
+
 from aot.ir.parser import parse_graph
 from aot.passes.fusion import explain, fuse
 from passes_util import ir
@@ -49,12 +54,8 @@ def test_softmax_chain():
           %y = div(%e, %sb) : f32[2,4]
           return %y as "y"
         }"""
-    assert kernels_of(text) == [
-        ("m", ["m"], ["x"]),
-        ("e", ["mb", "s", "e"], ["m", "x"]),
-        ("sum", ["sum"], ["e"]),
-        ("y", ["sb", "y"], ["sum", "e"]),
-    ]
+    # max and sum reduce the innermost dim and are re-expanded by broadcasts: row-invariant, one kernel
+    assert kernels_of(text) == [("y", ["m", "mb", "s", "e", "sum", "sb", "y"], ["x"])]
 
 
 def test_elementwise_feeding_reduce_fuses():
@@ -111,3 +112,144 @@ def test_does_not_fuse_graph_outputs():
           return %e as "e", %n as "n"
         }"""
     assert kernels_of(text) == [("e", ["e"], ["x"]), ("n", ["n"], ["e"])]
+
+
+LAYER_NORM = """
+    graph @g(%x: f32[3,8], %w: f32[8,8]) {
+      %h = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[3,8]
+      %n = constant() {value = dense<8.0>} : f32[]
+      %nb = broadcast(%n) {dims = [], shape = [3]} : f32[3]
+      %s = reduce(%h) {axes = [1], kind = "sum"} : f32[3]
+      %mean = div(%s, %nb) : f32[3]
+      %mb = broadcast(%mean) {dims = [0], shape = [3, 8]} : f32[3,8]
+      %c = sub(%h, %mb) : f32[3,8]
+      %sq = mul(%c, %c) : f32[3,8]
+      %v = reduce(%sq) {axes = [1], kind = "sum"} : f32[3]
+      %r = rsqrt(%v) : f32[3]
+      %rb = broadcast(%r) {dims = [0], shape = [3, 8]} : f32[3,8]
+      %y = mul(%c, %rb) : f32[3,8]
+      return %y as "y"
+    }"""
+
+
+def test_layer_norm_is_one_kernel_and_dot_stays_a_root():
+    # h is read inside the mean loop, the variance loop and the output loop: the dot would be
+    # computed three times, so it stays a kernel of its own (never duplicate expensive work)
+    kernels = kernels_of(LAYER_NORM)
+    assert kernels == [
+        ("h", ["h"], ["x", "w"]),
+        ("y", ["nb", "s", "mean", "mb", "c", "sq", "v", "r", "rb", "y"], ["h"]),
+    ]
+    assert "dot would be computed in 3 loops" in explain(fuse(parse_graph(ir(LAYER_NORM))))
+
+
+def test_does_not_fuse_reduce_when_broadcast_expands_an_outer_dim():
+    text = """
+        graph @g(%x: f32[2,4]) {
+          %m = reduce(%x) {axes = [0], kind = "max"} : f32[4]
+          %mb = broadcast(%m) {dims = [1], shape = [2, 4]} : f32[2,4]
+          %y = sub(%x, %mb) : f32[2,4]
+          return %y as "y"
+        }"""
+    # m varies along the inner loop: fusing would recompute the column max for every element
+    assert kernels_of(text) == [("m", ["m"], ["x"]), ("y", ["mb", "y"], ["m", "x"])]
+
+
+def test_does_not_fuse_reduce_when_broadcast_skips_a_middle_dim():
+    text = """
+        graph @g(%x: f32[2,3,4]) {
+          %m = reduce(%x) {axes = [1, 2], kind = "sum"} : f32[2]
+          %mb = broadcast(%m) {dims = [0], shape = [2, 3, 4]} : f32[2,3,4]
+          %y = sub(%x, %mb) : f32[2,3,4]
+          return %y as "y"
+        }"""
+    # rows are (i0, i1): the sum would be recomputed for each of the 3 rows sharing i0
+    assert kernels_of(text) == [("m", ["m"], ["x"]), ("y", ["mb", "y"], ["m", "x"])]
+
+
+def test_does_not_fuse_row_reduce_read_by_a_dot():
+    text = """
+        graph @g(%x: f32[2,4], %w: f32[4,4]) {
+          %m = reduce(%x) {axes = [1], kind = "max"} : f32[2]
+          %mb = broadcast(%m) {dims = [0], shape = [2, 4]} : f32[2,4]
+          %s = sub(%x, %mb) : f32[2,4]
+          %d = dot(%s, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[2,4]
+          return %d as "y"
+        }"""
+    assert kernels_of(text) == [("s", ["m", "mb", "s"], ["x"]), ("d", ["d"], ["s", "w"])]
+
+
+# -- reduction fusion, compiled: one kernel, each reduction once per row -------------------------
+def _onnx_model(kind: str, shape: tuple[int, ...]):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = []
+    if kind == "softmax":
+        nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    else:
+        width = shape[-1]
+        inits = [
+            helper.make_tensor("g", TensorProto.FLOAT, [width], np.linspace(0.5, 1.5, width).tolist()),
+            helper.make_tensor("b", TensorProto.FLOAT, [width], np.linspace(-1, 1, width).tolist()),
+        ]
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, kind, [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _successors(llvm_ir: str, function: str) -> dict[str, list[str]]:
+    """Block -> successor blocks of one function in textual LLVM IR."""
+    body = llvm_ir[llvm_ir.index(f'@"{function}"') if f'@"{function}"' in llvm_ir else llvm_ir.index(f"@{function}"):]
+    body = body[:body.index("\n}")]
+    graph: dict[str, list[str]] = {}
+    block = "entry"
+    for line in body.splitlines():
+        label = re.match(r'^"?([^\s":]+)"?:', line)
+        if label:
+            block = label.group(1)
+            graph.setdefault(block, [])
+        for target in re.findall(r'label %"?([^\s",]+)"?', line):
+            graph.setdefault(block, []).append(target)
+    return graph
+
+
+def _reachable(graph: dict[str, list[str]], start: str, avoid: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        block = todo.pop()
+        if block in seen or block == avoid:
+            continue
+        seen.add(block)
+        todo.extend(graph.get(block, []))
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layernorm"])
+def test_fused_reductions_run_once_per_row_and_match_interpreter(kind, tmp_path):
+    import aot
+    from aot.codegen.cpu import CpuTarget, build_module
+    from aot.driver import import_model
+    from aot.interpreter import interpret
+
+    model = _onnx_model(kind, (3, 5, 13))
+    result = aot.compile(model, tmp_path / f"{kind}.aot")
+    (kernel,) = result.plan.kernels
+    assert kernel.ops.count("reduce") == 2
+    module, _ = build_module(result.plan, CpuTarget.host())
+    cfg = _successors(str(module), "aot_kernel_0")
+    root = kernel.root.name
+    inner_loop = _reachable(cfg, f"{root}.j.header", avoid="item.header")
+    reduce_headers = [b for b in cfg if b.endswith(".k0.header")]
+    assert len(reduce_headers) == 2
+    # each reduction loop is emitted once, in the row preamble, never inside the inner loop
+    assert not inner_loop & set(reduce_headers)
+    assert all(f"{root}.j.header" in _reachable(cfg, h, avoid="item.header") for h in reduce_headers)
+
+    x = np.random.default_rng(1).standard_normal((3, 5, 13)).astype(np.float32) * 4
+    (got,) = aot.Session(tmp_path / f"{kind}.aot").run(None, {"x": x})
+    graph, _, _ = import_model(model)
+    (want,) = interpret(graph, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -11,10 +11,20 @@ rules, in order (each decision keeps its reason for --explain fusion):
   stay in the weights blob and are read as kernel parameters;
 - a node read by several kernels is duplicated into each only when it is
   free (data movement, iota); otherwise it is a root of its own;
+- reduction input fusion: a value that the kernel only reads at its row
+  index (through a broadcast that re-expands exactly the innermost dim) is
+  loop-invariant in the row loop; codegen computes it once per row, before
+  the inner loop. So a reduce over the innermost dim (softmax's max and sum,
+  layer norm's mean and variance) and the cheap arithmetic on its result
+  fuse into the elementwise consumer: softmax and layer norm become one kernel;
 - a node joins its one consumer kernel if every use reads each element at
   most once (elementwise ops, reshape, transpose, slice, concat, pad,
   reduce), or if it is free (broadcast, dot, conv and reduce_window
   re-read elements, so only free producers fuse into them);
+- expensive nodes (dot, conv, reduce, reduce_window) fuse only where they
+  are computed in one loop: a node that the kernel evaluates both inside a
+  fused reduction's loop and outside it is computed twice, which is fine for
+  an add or an exp but never for a contraction (never duplicate expensive work);
 - dot, conv, reduce and reduce_window fuse only into once-reading uses
   (this is epilogue fusion: bias, activation and residual adds run on the
   accumulator before the store).
@@ -22,15 +32,23 @@ rules, in order (each decision keeps its reason for --explain fusion):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ops import DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
+from aot.ops import CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
 FREE_OPS = DATA_MOVEMENT | {"iota"}
 # Consumers that read each operand element at most once.
 ONCE_READERS = ELEMENTWISE | (DATA_MOVEMENT - {"broadcast"}) | {"reduce"}
+# Producers too costly to compute more than once per element.
+EXPENSIVE = CONTRACTIONS
+
+# How a fused node's index relates to its kernel's row loop (root index = row + [j]):
+# "row": read at (row, j), same rank as the root; "row-scalar": read at exactly
+# the row index, so it is invariant in the inner loop and computed once per row.
+Alignment = Literal["row", "row-scalar"] | None
 
 
 @dataclass(frozen=True)
@@ -47,7 +65,50 @@ class Decision:
         return Decision(False, reason)
 
 
-def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool) -> Decision:
+def expands_innermost_only(node: Node) -> bool:
+    """broadcast [d0..dn-2] -> [d0..dn-2, dn-1]: each output row reads one operand element."""
+    (x,) = node.inputs
+    rank = node.out.type.rank
+    return rank >= 1 and node.attrs["dims"] == tuple(range(rank - 1)) and x.type.shape == node.out.type.shape[:-1]
+
+
+def reduces_innermost_only(node: Node) -> bool:
+    (x,) = node.inputs
+    return x.type.rank >= 1 and node.attrs["axes"] == (x.type.rank - 1,)
+
+
+def use_alignment(user: Node, user_alignment: Alignment) -> Alignment:
+    """The alignment an operand of `user` gets from `user`'s own alignment."""
+    if user.op in ELEMENTWISE:
+        return user_alignment
+    if user.op == "broadcast" and user_alignment == "row" and expands_innermost_only(user):
+        return "row-scalar"
+    if user.op == "reduce" and user_alignment == "row-scalar" and reduces_innermost_only(user):
+        return "row"
+    return None
+
+
+@dataclass
+class _Analysis:
+    """Per fused node (by id): alignment and the loops it is evaluated in."""
+
+    alignment: dict[int, Alignment]
+    contexts: dict[int, frozenset[str]]
+
+    def use_contexts(self, user: Node) -> frozenset[str]:
+        if user.op in CONTRACTIONS:
+            return frozenset({f"loop of %{user.out.name}"})
+        return self.contexts[id(user)]
+
+    def of_uses(self, users: list[Node]) -> tuple[Alignment, frozenset[str]]:
+        aligns = {use_alignment(u, self.alignment[id(u)]) for u in users}
+        contexts = frozenset().union(*(self.use_contexts(u) for u in users))
+        alignment = aligns.pop() if len(aligns) == 1 else None
+        return alignment, contexts
+
+
+def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
+            alignment: Alignment, contexts: frozenset[str]) -> Decision:
     if is_output:
         return Decision.no("graph output")
     if node.op in NON_ELEMENTAL:
@@ -59,8 +120,14 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
         return Decision.yes(f"free {node.op}, recomputed in {len(distinct)} kernel(s)")
     if len(distinct) > 1:
         return Decision.no(f"read by {len(distinct)} kernels and not free to recompute")
+    if alignment == "row-scalar" and not rereaders:
+        return Decision.yes(f"{node.op} is row-invariant: computed once per row, before the inner loop")
     if rereaders:
         return Decision.no(f"{'/'.join(rereaders)} would recompute each element several times")
+    if node.op in EXPENSIVE and len(contexts) > 1:
+        return Decision.no(f"{node.op} would be computed in {len(contexts)} loops ({', '.join(sorted(contexts))})")
+    if len(contexts) > 1:
+        return Decision.yes(f"cheap {node.op}, computed in {len(contexts)} loops")
     return Decision.yes(f"each element read once by {'/'.join(sorted({u.op for u in users}))}")
 
 
@@ -74,6 +141,7 @@ def fuse(graph: Graph) -> list[Kernel]:
     roots: list[Node] = []
     # ids of fused nodes whose elements some consumer reads more than once
     reread: set[int] = set()
+    analysis = _Analysis({}, {})
     for node in reversed(graph.nodes):
         node_users = users.get(id(node.out), [])
         if node.op == "constant":
@@ -81,16 +149,26 @@ def fuse(graph: Graph) -> list[Kernel]:
                 groups[id(node)] = sorted({g for u in node_users for g in groups[id(u)]})
             continue
         user_groups = [g for u in node_users for g in groups[id(u)]]
-        rereaders = sorted({u.op for u in node_users if u.op not in ONCE_READERS or id(u) in reread})
-        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs)
+        alignment, contexts = analysis.of_uses(node_users)
+        rereaders = sorted({
+            u.op for u in node_users
+            if (u.op not in ONCE_READERS and use_alignment(u, analysis.alignment[id(u)]) != "row-scalar")
+            or id(u) in reread
+        })
+        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts)
         if decision.fuse:
             groups[id(node)] = sorted(set(user_groups))
+            analysis.alignment[id(node)] = alignment
+            # a row-invariant value is computed once per row, whichever loops ask for it
+            analysis.contexts[id(node)] = frozenset({"row"}) if alignment == "row-scalar" else contexts
             if rereaders:
                 reread.add(id(node))
         else:
             groups[id(node)] = [len(roots)]
             reasons[len(roots)] = decision.reason
             roots.append(node)
+            analysis.alignment[id(node)] = "row" if node.out.type.rank >= 1 else None
+            analysis.contexts[id(node)] = frozenset({"main"})
     members: list[list[Node]] = [[] for _ in roots]
     for node in graph.nodes:
         for g in groups.get(id(node), []):

@@ -100,6 +100,12 @@ class ElementalEmitter:
         # cache of (value, index) -> scalar, one scope per loop level: an entry is only
         # reused where it dominates (same or enclosing loop body)
         self._scopes: list[dict[tuple[int, ...], tuple[Sequence[ir.Value], ir.Value]]] = [{}]
+        # row hoisting (set by begin_row): values whose index is made only of the row's
+        # index values and constants do not change in the inner loop; they are emitted
+        # once per row into a preamble chain of blocks that runs before the inner loop
+        self._row_ids: set[int] = set()
+        self._row_scope = 0
+        self._preamble: ir.Block | None = None
 
     # -- entry point -------------------------------------------------------------
     def value(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
@@ -108,19 +114,65 @@ class ElementalEmitter:
             hit = scope.get(key)
             if hit is not None:
                 return hit[1]
-        if id(v) in self.params:
-            result = self.load(v, index)
-        elif v.producer is not None and id(v.producer) in self.fused:
-            node = v.producer
-            emitter = EMITTERS.get(node.op)
-            if emitter is None:
-                raise no_lowering(node)
-            result = emitter(self, node, list(index))
-            if isinstance(result, ir.Instruction) and not result.name:
-                result.name = v.name  # dumps read like the graph
-        else:
-            raise CodegenError(f"value %{v.name} is neither a param nor a fused node of its kernel")
+        if self._preamble is not None and self._row_invariant(index):
+            return self._hoist(v, index, key)
+        result = self._compute(v, index)
         self._scopes[-1][key] = (tuple(index), result)
+        return result
+
+    def _compute(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
+        if id(v) in self.params:
+            return self.load(v, index)
+        if v.producer is None or id(v.producer) not in self.fused:
+            raise CodegenError(f"value %{v.name} is neither a param nor a fused node of its kernel")
+        node = v.producer
+        emitter = EMITTERS.get(node.op)
+        if emitter is None:
+            raise no_lowering(node)
+        result = emitter(self, node, list(index))
+        if isinstance(result, ir.Instruction) and not result.name:
+            result.name = v.name  # dumps read like the graph
+        return result
+
+    # -- row hoisting ---------------------------------------------------------------
+    def begin_row(self, row_index: Sequence[ir.Value]) -> None:
+        """Start a row: the builder's current (open) block becomes the preamble chain."""
+        self._row_ids = {id(i) for i in row_index}
+        self._preamble = self.b.block
+        self.push_scope()
+        self._row_scope = len(self._scopes) - 1
+
+    def end_row(self, main: ir.Block) -> None:
+        """Close the preamble chain into `main` (the inner loop's entry); keep the builder where it was."""
+        assert self._preamble is not None
+        resume = self.b.block
+        self.b.position_at_end(self._preamble)
+        self.b.branch(main)
+        self.b.position_at_end(resume)
+        self._preamble = None
+        self._row_ids = set()
+        self.pop_scope()
+
+    def _row_invariant(self, index: Sequence[ir.Value]) -> bool:
+        return all(isinstance(i, ir.Constant) or id(i) in self._row_ids for i in index)
+
+    def _hoist(self, v: Value, index: Sequence[ir.Value], key: tuple[int, ...]) -> ir.Value:
+        """Emit `v` at a row-invariant index into a new preamble segment, cached for the whole row.
+
+        Values this one needs that are row-invariant too are hoisted while it is
+        emitted: they land in the chain before this segment, so they dominate it.
+        """
+        assert self._preamble is not None
+        resume = self.b.block
+        segment = self.b.append_basic_block(f"{v.name}.row")
+        self.b.position_at_end(segment)
+        result = self._compute(v, index)  # nested hoists extend the chain before `segment`
+        end = self.b.block
+        self.b.position_at_end(self._preamble)
+        self.b.branch(segment)
+        self._preamble = end
+        self.b.position_at_end(resume)
+        self._scopes[self._row_scope][key] = (tuple(index), result)
         return result
 
     def push_scope(self) -> None:

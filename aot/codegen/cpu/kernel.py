@@ -155,10 +155,15 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         with for_range(builder, fn.args[4], fn.args[5], "item") as item:
             outer_index = delinearize(builder, item, shape[:-1], "item")
             row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
+            # values invariant in the inner loop (a fused reduction's result) go to the row preamble
+            elemental.begin_row(outer_index)
+            main = builder.append_basic_block(f"{root.name}.main")
+            builder.position_at_end(main)
             with for_range(builder, 0, inner, f"{root.name}.j") as j:
                 elemental.push_scope()
                 store(builder.add(row, j, name=f"{root.name}.at", flags=["nuw", "nsw"]), [*outer_index, j])
                 elemental.pop_scope()
+            elemental.end_row(main)
     builder.ret_void()
     setup.branch(body)
     return fn
