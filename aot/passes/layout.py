@@ -1,0 +1,151 @@
+"""Layout assignment: pack the constant weights of dot and conv into blocked
+layouts at compile time, so the CPU microkernels (codegen/cpu/gemm.py,
+conv.py) read one vector of `lanes` output columns per load.
+
+The packed forms are ordinary IR (the interpreter runs them), and the packing
+is done here, once, on the constant; nothing is repacked at run time.
+
+dot, W a constant [K, N] (or [N, K] contracted on dim 1), N padded to NB*L:
+    before: %y = dot(%x, %w) : [M, N]
+    after:  %wp = constant : [NB, K, L]          # wp[b, k, l] = w[k, b*L + l] (0 past N)
+            %d  = dot(%x, %wp) {lhs_contract = [kx], rhs_contract = [1]} : [M, NB, L]
+            %r  = reshape(%d) : [M, NB*L]
+            %y  = slice(%r) : [M, N]               # only when N is padded
+
+conv (2-d, NCHW/OIHW), W a constant [O, C/g, KH, KW], O padded to OB*L. The
+output channel block goes to the vector lanes as a third spatial dim: the
+input gets a unit dim padded by L-1 on both sides, so output lane `od` meets
+only kernel tap l = L-1-od (the packed block holds its channels in reverse):
+    after:  %x5 = reshape(%x) : [N, C, H, W, 1]
+            %wp = constant : [OB, C/g, KH, KW, L]  # wp[b, c, i, j, l] = w[b*L + L-1-l, c, i, j]
+            %y5 = conv(%x5, %wp) {padding = [.., .., [L-1, L-1]]} : [N, OB, OH, OW, L]
+            %t  = transpose(%y5) {perm = [0, 1, 4, 2, 3]} : [N, OB, L, OH, OW]
+            %r  = reshape(%t) : [N, OB*L, OH, OW]
+            %y  = slice(%r) : [N, O, OH, OW]      # only when O is padded
+
+Packed forms are recognised by rank (a rank-3 dot weight, a rank-5 conv
+weight) and never packed again, so the pass converges in one round.
+Not packed (left to the elemental path): non-f32, batched dots, size-0
+operands, weights shared by several users (packing each copy would bloat
+the artifact), convs other than 2-d, transposed (lhs_dilation) convs, and
+grouped convs whose groups have a channel count that is not a multiple of
+`lanes` (depthwise among them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aot.ir.builder import Builder
+from aot.ir.graph import Graph, Node, Value
+from aot.ir.types import DType
+from aot.passes.base import Pass
+
+
+def pack_dot_weight(w: np.ndarray, contract: int, lanes: int) -> np.ndarray:
+    """[K, N] (contract 0) or [N, K] (contract 1) -> [ceil(N/L), K, L], zero padded."""
+    kn = w if contract == 0 else w.T
+    k, n = kn.shape
+    blocks = -(-n // lanes)
+    padded = np.zeros((k, blocks * lanes), dtype=w.dtype)
+    padded[:, :n] = kn
+    return np.ascontiguousarray(padded.reshape(k, blocks, lanes).transpose(1, 0, 2))
+
+
+def pack_conv_weight(w: np.ndarray, lanes: int) -> np.ndarray:
+    """[O, C, KH, KW] -> [ceil(O/L), C, KH, KW, L] with each block's channels reversed in the lanes."""
+    o = w.shape[0]
+    blocks = -(-o // lanes)
+    padded = np.zeros((blocks * lanes,) + w.shape[1:], dtype=w.dtype)
+    padded[:o] = w
+    grouped = padded.reshape((blocks, lanes) + w.shape[1:])[:, ::-1]  # lane l holds channel L-1-l
+    return np.ascontiguousarray(np.moveaxis(grouped, 1, -1))
+
+
+class Layout(Pass):
+    """Pack constant dot/conv weights into [blocks, ..., lanes] layouts.
+
+    `lanes` is the f32 vector width of the target: 16 for AVX-512, 8 for AVX2.
+    """
+
+    name = "layout"
+
+    def __init__(self, lanes: int = 16):
+        self.lanes = lanes
+
+    def run(self, graph: Graph) -> bool:
+        users = graph.users()
+        changed = False
+        for node in list(graph.nodes):
+            weight = node.inputs[1] if node.op in ("dot", "conv") else None
+            if weight is None or len(users.get(id(weight), [])) != 1:
+                continue
+            array = graph.constant_value(weight)
+            if array is None or node.out.type.dtype is not DType.F32 or node.out.type.size == 0:
+                continue
+            if node.op == "dot" and self._packable_dot(node, array):
+                self._pack_dot(graph, node, array)
+                changed = True
+            elif node.op == "conv" and self._packable_conv(node, array):
+                self._pack_conv(graph, node, array)
+                changed = True
+        return changed
+
+    # -- dot ---------------------------------------------------------------------------
+    @staticmethod
+    def _packable_dot(node: Node, w: np.ndarray) -> bool:
+        attrs = node.attrs
+        if attrs["lhs_batch"] or attrs["rhs_batch"] or len(attrs["rhs_contract"]) != 1:
+            return False
+        return w.ndim == 2 and w.size > 0  # rank 3 is the packed form: never again
+
+    def _pack_dot(self, graph: Graph, node: Node, w: np.ndarray) -> None:
+        contract = node.attrs["rhs_contract"][0]
+        packed = pack_dot_weight(w, contract, self.lanes)
+        n = w.shape[1 - contract]
+        b = Builder(graph, index=graph.index_of(node), loc=node.loc)
+        name = node.out.name
+        wp = b.constant(packed, name=graph.fresh_name(f"{name}.packed_w"))
+        d = b.op("dot", [node.inputs[0], wp], name=graph.fresh_name(f"{name}.packed"),
+                 lhs_batch=(), rhs_batch=(), lhs_contract=node.attrs["lhs_contract"], rhs_contract=(1,))
+        free = d.type.shape[:-2]
+        result = b.op("reshape", [d], name=graph.fresh_name(f"{name}.rows"), shape=free + (packed.shape[0] * self.lanes,))
+        if result.type.shape[-1] != n:
+            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(free) + (0,),
+                          limit=free + (n,), stride=(1,) * (len(free) + 1))
+        _replace(graph, node, result)
+
+    # -- conv --------------------------------------------------------------------------
+    def _packable_conv(self, node: Node, w: np.ndarray) -> bool:
+        attrs = node.attrs
+        if w.ndim != 4 or w.size == 0 or node.inputs[0].type.size == 0:
+            return False
+        if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
+            return False
+        groups = attrs["groups"]
+        return groups == 1 or (w.shape[0] // groups) % self.lanes == 0
+
+    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray) -> None:
+        lanes = self.lanes
+        x = node.inputs[0]
+        packed = pack_conv_weight(w, lanes)
+        b = Builder(graph, index=graph.index_of(node), loc=node.loc)
+        name = node.out.name
+        x5 = b.op("reshape", [x], name=graph.fresh_name(f"{name}.lanes_in"), shape=x.type.shape + (1,))
+        wp = b.constant(packed, name=graph.fresh_name(f"{name}.packed_w"))
+        attrs = node.attrs
+        y5 = b.op("conv", [x5, wp], name=graph.fresh_name(f"{name}.packed"),
+                  strides=attrs["strides"] + (1,), padding=attrs["padding"] + ((lanes - 1, lanes - 1),),
+                  dilation=attrs["dilation"] + (1,), groups=attrs["groups"])
+        t = b.op("transpose", [y5], name=graph.fresh_name(f"{name}.nchw"), perm=(0, 1, 4, 2, 3))
+        n, blocks, _, oh, ow = t.type.shape
+        result = b.op("reshape", [t], name=graph.fresh_name(f"{name}.channels"), shape=(n, blocks * lanes, oh, ow))
+        if blocks * lanes != w.shape[0]:
+            out = node.out.type.shape
+            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0, 0, 0, 0),
+                          limit=out, stride=(1, 1, 1, 1))
+        _replace(graph, node, result)
+
+
+def _replace(graph: Graph, node: Node, result: Value) -> None:
+    graph.replace_uses(node.out, result)
+    graph.remove_nodes([node])
