@@ -221,3 +221,182 @@ def _cast(ctx: Ctx, a: NodeArgs) -> list[Value]:
 def _isnan(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x = a.inputs[0]
     return [ctx.op("compare", [x, x], direction="ne")]
+
+
+# -- ops added for suite coverage -------------------------------------------------------
+def _require_prim(ctx: Ctx, prim: str) -> None:
+    """Refuse by name when a primitive this lowering needs is not in the op set."""
+    from aot.ops import OPS as PRIMITIVES
+
+    if prim not in PRIMITIVES:
+        raise ctx.unsupported(f"needs the '{prim}' primitive, which this build of aot does not have")
+
+
+@op("CastLike")
+def _cast_like(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    return [ctx.convert(a.inputs[0], a.inputs[1].type.dtype)]
+
+
+def _trunc(ctx: Ctx, x: Value) -> Value:
+    """Round toward zero: ceil below zero, floor above."""
+    return ctx.op("select", [_less_than_zero(ctx, x), ctx.op("ceil", [x]), ctx.op("floor", [x])])
+
+
+@op("Mod")
+def _mod(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, y = a.inputs
+    shape = broadcast_shape(ctx, x.type.shape, y.type.shape)
+    x, y = ctx.broadcast_to(x, shape), ctx.broadcast_to(y, shape)
+    fmod = bool(a.attr("fmod", 0))
+    if x.type.dtype.is_float and not fmod:
+        raise ctx.error("fmod=0 is only defined for integers")
+    # truncated remainder (C fmod): x - trunc(x / y) * y; integer div already truncates
+    if x.type.dtype.is_float:
+        quotient = _trunc(ctx, ctx.op("div", [x, y]))
+    else:
+        quotient = ctx.op("div", [x, y])
+    rem = ctx.op("sub", [x, ctx.op("mul", [quotient, y])])
+    if fmod:
+        return [rem]
+    # floored remainder (Python %): a non-zero remainder takes the divisor's sign
+    zero = ctx.full(0, x.type)
+    nonzero = ctx.op("compare", [rem, zero], direction="ne")
+    signs_differ = ctx.op("xor", [_less_than_zero(ctx, rem), _less_than_zero(ctx, y)])
+    fix = ctx.op("and", [nonzero, signs_differ])
+    return [ctx.op("select", [fix, ctx.op("add", [rem, y]), rem])]
+
+
+@op("Swish")
+def _swish(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    return [ctx.op("mul", [x, ctx.op("logistic", [ctx.binary_scalar("mul", x, a.attr("alpha", 1.0))])])]
+
+
+@op("IsInf")
+def _isinf(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    pos = ctx.op("compare", [x, ctx.full(float("inf"), x.type)], direction="eq")
+    neg = ctx.op("compare", [x, ctx.full(float("-inf"), x.type)], direction="eq")
+    detect_pos, detect_neg = a.attr("detect_positive", 1), a.attr("detect_negative", 1)
+    if detect_pos and detect_neg:
+        return [ctx.op("or", [pos, neg])]
+    if detect_pos:
+        return [pos]
+    if detect_neg:
+        return [neg]
+    return [ctx.op("and", [pos, neg])]  # detects nothing: all false
+
+
+@op("Celu")
+def _celu(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    alpha = float(a.attr("alpha", 1.0))
+    # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+    neg = ctx.binary_scalar("mul", ctx.binary_scalar("sub", ctx.op("exp", [ctx.binary_scalar("div", x, alpha)]), 1), alpha)
+    return [ctx.op("add", [ctx.binary_scalar("max", x, 0), ctx.binary_scalar("min", neg, 0)])]
+
+
+@op("Shrink")
+def _shrink(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    lambd, bias = float(a.attr("lambd", 0.5)), float(a.attr("bias", 0.0))
+    # x < -lambd: x + bias; x > lambd: x - bias; else 0
+    below = ctx.op("compare", [x, ctx.full(-lambd, x.type)], direction="lt")
+    above = ctx.op("compare", [x, ctx.full(lambd, x.type)], direction="gt")
+    zero = ctx.full(0, x.type)
+    inner = ctx.op("select", [above, ctx.binary_scalar("sub", x, bias), zero])
+    return [ctx.op("select", [below, ctx.binary_scalar("add", x, bias), inner])]
+
+
+@op("ThresholdedRelu")
+def _thresholded_relu(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    above = ctx.op("compare", [x, ctx.full(float(a.attr("alpha", 1.0)), x.type)], direction="gt")
+    return [ctx.op("select", [above, x, ctx.full(0, x.type)])]
+
+
+@op("Mish")
+def _mish(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    softplus = _softplus(ctx, NodeArgs(a.node, [x]))[0]
+    return [ctx.op("mul", [x, ctx.op("tanh", [softplus])])]
+
+
+def _exp_pair(ctx: Ctx, x: Value) -> tuple[Value, Value]:
+    return ctx.op("exp", [x]), ctx.op("exp", [ctx.op("neg", [x])])
+
+
+@op("Sinh", "Cosh")
+def _sinh_cosh(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    pos, neg = _exp_pair(ctx, a.inputs[0])
+    combined = ctx.op("sub" if a.node.op_type == "Sinh" else "add", [pos, neg])
+    return [ctx.binary_scalar("mul", combined, 0.5)]
+
+
+@op("Tan")
+def _tan(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    return [ctx.op("div", [ctx.op("sin", [x]), ctx.op("cos", [x])])]
+
+
+@op("Asinh", "Acosh")
+def _asinh_acosh(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    # asinh x = log(x + sqrt(x^2 + 1)); acosh x = log(x + sqrt(x^2 - 1))
+    square = ctx.op("mul", [x, x])
+    inner = ctx.binary_scalar("add" if a.node.op_type == "Asinh" else "sub", square, 1)
+    return [ctx.op("log", [ctx.op("add", [x, ctx.op("sqrt", [inner])])])]
+
+
+@op("Atanh")
+def _atanh(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    # 0.5 * log((1 + x) / (1 - x))
+    ratio = ctx.op("div", [ctx.binary_scalar("add", x, 1), ctx.op("sub", [ctx.full(1, x.type), x])])
+    return [ctx.binary_scalar("mul", ctx.op("log", [ratio]), 0.5)]
+
+
+def _atan(ctx: Ctx, x: Value) -> Value:
+    _require_prim(ctx, "atan2")
+    return ctx.op("atan2", [x, ctx.full(1, x.type)])
+
+
+@op("Atan")
+def _atan_op(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    return [_atan(ctx, a.inputs[0])]
+
+
+@op("Asin", "Acos")
+def _asin_acos(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    _require_prim(ctx, "atan2")
+    # asin x = atan2(x, sqrt(1 - x^2)); acos x = atan2(sqrt(1 - x^2), x)
+    root = ctx.op("sqrt", [ctx.op("sub", [ctx.full(1, x.type), ctx.op("mul", [x, x])])])
+    operands = [x, root] if a.node.op_type == "Asin" else [root, x]
+    return [ctx.op("atan2", operands)]
+
+
+_BITWISE = {"BitwiseAnd": "and", "BitwiseOr": "or", "BitwiseXor": "xor"}
+
+
+@op(*_BITWISE)
+def _bitwise(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    if not x.type.dtype.is_int:
+        raise ctx.error(f"needs integer operands, got {x.type}")
+    return [ctx.binary(_BITWISE[a.node.op_type], x, a.inputs[1])]
+
+
+@op("BitwiseNot")
+def _bitwise_not(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    return [ctx.op("not", [a.inputs[0]])]
+
+
+@op("BitShift")
+def _bit_shift(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    direction = a.attr("direction")
+    prim = {"LEFT": "shift_left", "RIGHT": "shift_right_logical"}.get(direction)
+    if prim is None:
+        raise ctx.error(f"direction must be LEFT or RIGHT, got {direction!r}")
+    _require_prim(ctx, prim)
+    return [ctx.binary(prim, a.inputs[0], a.inputs[1])]

@@ -262,7 +262,9 @@ def _gather(ctx: Ctx, a: NodeArgs) -> list[Value]:
     axis = norm_axis(ctx, a.attr("axis", 0), x.type.rank)
     indices = ctx.const(indices_v)
     if indices is None:
-        raise ctx.unsupported("indices must be known at compile time (aot has no gather primitive yet)")
+        from .ops_index import gather_axis
+
+        return [gather_axis(ctx, x, indices_v, axis)]
     dim = x.type.shape[axis]
     flat = [int(i) + dim if i < 0 else int(i) for i in indices.reshape(-1)]
     if any(not 0 <= i < dim for i in flat):
@@ -347,7 +349,9 @@ def _depth_space(ctx: Ctx, a: NodeArgs) -> list[Value]:
     b = int(a.attr("blocksize"))
     if a.node.op_type == "SpaceToDepth":
         y = ctx.reshape(x, (n, c, h // b, b, w // b, b))
-        y = ctx.transpose(y, (0, 3, 5, 1, 2, 4))
+        # the inverse of DepthToSpace in the same mode: DCR puts the block offsets before the channel
+        perm = (0, 3, 5, 1, 2, 4) if a.attr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+        y = ctx.transpose(y, perm)
         return [ctx.reshape(y, (n, c * b * b, h // b, w // b))]
     if a.attr("mode", "DCR") == "DCR":
         y = ctx.reshape(x, (n, b, b, c // (b * b), h, w))
