@@ -25,8 +25,9 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType, SIGNED_DTYPES
-from aot.ops.linalg import dot_free_dims
-from aot.ops.reduction import reduce_identity
+from aot.ops.indexing import GatherDims
+from aot.ops.linalg import conv_lhs_dilation, dot_free_dims
+from aot.ops.reduction import reduce_identity, window_dilations
 
 ZERO = const_i64(0)
 I1 = ir.IntType(1)
@@ -100,6 +101,8 @@ class ElementalEmitter:
         # cache of (value, index) -> scalar, one scope per loop level: an entry is only
         # reused where it dominates (same or enclosing loop body)
         self._scopes: list[dict[tuple[int, ...], tuple[Sequence[ir.Value], ir.Value]]] = [{}]
+        # id(value) -> the scalar value() returns for it at any index (see substitute)
+        self._substitutes: dict[int, ir.Value] = {}
         # row hoisting (set by begin_row): values whose index is made only of the row's
         # index values and constants do not change in the inner loop; they are emitted
         # once per row into a preamble chain of blocks that runs before the inner loop
@@ -109,6 +112,8 @@ class ElementalEmitter:
 
     # -- entry point -------------------------------------------------------------
     def value(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
+        if id(v) in self._substitutes:
+            return self._substitutes[id(v)]
         key = (id(v), *(id(i) for i in index))
         for scope in reversed(self._scopes):
             hit = scope.get(key)
@@ -174,6 +179,18 @@ class ElementalEmitter:
         self.b.position_at_end(resume)
         self._scopes[self._row_scope][key] = (tuple(index), result)
         return result
+
+    def substitute(self, v: Value, scalar: ir.Value | None) -> None:
+        """Make value(v, ...) return `scalar` (None: compute v again).
+
+        For fast dot/conv kernels: they compute the contraction themselves and
+        run the fused epilogue elementally on each result; the caller must ask
+        only for the root element that reads v at the scalar's own index.
+        """
+        if scalar is None:
+            self._substitutes.pop(id(v), None)
+        else:
+            self._substitutes[id(v)] = scalar
 
     def push_scope(self) -> None:
         self._scopes.append({})
@@ -292,6 +309,17 @@ class ElementalEmitter:
         """(0 <= position < size, position clamped to 0 when out of bounds)."""
         ok = self.b.icmp_unsigned("<", position, const_i64(size), name=f"{name}.inb")
         return ok, self.b.select(ok, position, ZERO, name=f"{name}.clamp")
+
+    def dilated_in_bounds(self, position: ir.Value, size: int, dilation: int, name: str) -> tuple[ir.Value, ir.Value]:
+        """In a dimension of `size` elements spread `dilation` apart: (position hits an element,
+        that element's index, clamped to 0 when it does not)."""
+        if dilation == 1:
+            return self.in_bounds(position, size, name)
+        ok, clamped = self.in_bounds(position, (size - 1) * dilation + 1, name)
+        on_element = self.b.icmp_unsigned("==", self.b.urem(clamped, const_i64(dilation)), ZERO, name=f"{name}.hit")
+        ok = self.b.and_(ok, on_element)
+        element = self.b.udiv(clamped, const_i64(dilation), name=f"{name}.elem")
+        return ok, self.b.select(ok, element, ZERO, name=f"{name}.clamp")
 
     def all_of(self, conditions: Sequence[ir.Value]) -> ir.Value | None:
         result = None
@@ -446,7 +474,7 @@ def _float_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
         return lib.roundeven(b, x)
     if op == "copy":
         return x
-    if op in ("exp", "log", "tanh", "logistic", "erf", "sin", "cos"):
+    if op in ("exp", "log", "tanh", "logistic", "erf", "sin", "cos", "expm1", "log1p", "tan"):
         return getattr(lib, op)(b, x)
     raise KeyError(op)
 
@@ -457,6 +485,14 @@ def _int_unary(e: ElementalEmitter, op: str, x: ir.Value, dtype: DType) -> ir.Va
     signed = dtype in SIGNED_DTYPES
     if op == "copy":
         return x
+    if op == "not":
+        return b.xor(x, ir.Constant(x.type, -1))
+    if op in ("popcnt", "clz"):
+        # single instructions where the CPU has them, inline bit tricks otherwise (never a call)
+        name = f"llvm.{'ctpop' if op == 'popcnt' else 'ctlz'}.i{x.type.width}"
+        extra = [I1] if op == "clz" else []
+        fn = m.intrinsic(b.module, name, x.type, [x.type, *extra])
+        return b.call(fn, [x, I1(0)] if op == "clz" else [x])  # ctlz(0) = width, not poison
     if op == "neg":
         return b.sub(zero, x)
     if op == "abs":
@@ -478,7 +514,7 @@ def _bool_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
 
 
 @emits("neg", "abs", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "floor", "ceil", "round",
-       "erf", "sin", "cos", "sign", "not", "copy")
+       "erf", "sin", "cos", "sign", "not", "copy", "expm1", "log1p", "tan", "popcnt", "clz")
 def _unary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     dtype = node.out.type.dtype
     x = e.value(node.inputs[0], index)
@@ -529,7 +565,40 @@ def _int_pow(e: ElementalEmitter, base: ir.Value, exponent: ir.Value, dtype: DTy
     return b.select(b.icmp_signed("<", exponent, zero), negative_power, result)
 
 
-@emits("add", "sub", "mul", "div", "max", "min", "pow", "and", "or", "xor")
+@emits("is_finite")
+def _is_finite(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    x = e.value(node.inputs[0], index)
+    return e.b.fcmp_ordered("<", e.lib.fabs(e.b, x), ir.Constant(x.type, math.inf), name=node.out.name)
+
+
+def _int_rem(e: ElementalEmitter, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
+    """Truncated remainder (sign of the dividend), defined everywhere: x % 0 = 0, MIN % -1 = 0."""
+    b = e.b
+    zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
+    undefined = b.icmp_unsigned("==", c, zero)
+    if dtype in SIGNED_DTYPES:
+        undefined = b.or_(undefined, b.icmp_signed("==", c, ir.Constant(a.type, -1)))
+    safe = b.select(undefined, one, c)
+    remainder = b.srem(a, safe) if dtype in SIGNED_DTYPES else b.urem(a, safe)
+    return b.select(undefined, zero, remainder)
+
+
+def _shift(e: ElementalEmitter, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
+    """Shifts by the amount read as unsigned; amounts >= the width give 0 (sign fill for arithmetic)."""
+    b = e.b
+    width = ir.Constant(a.type, a.type.width)
+    too_far = b.icmp_unsigned(">=", c, width)
+    safe = b.select(too_far, ir.Constant(a.type, 0), c)
+    if op == "shift_left":
+        return b.select(too_far, ir.Constant(a.type, 0), b.shl(a, safe))
+    if op == "shift_right_logical":
+        return b.select(too_far, ir.Constant(a.type, 0), b.lshr(a, safe))
+    fill = b.ashr(a, ir.Constant(a.type, a.type.width - 1))
+    return b.select(too_far, fill, b.ashr(a, safe))
+
+
+@emits("add", "sub", "mul", "div", "max", "min", "pow", "and", "or", "xor", "atan2", "rem",
+       "shift_left", "shift_right_arithmetic", "shift_right_logical")
 def _binary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     dtype = node.out.type.dtype
     a = e.value(node.inputs[0], index)
@@ -543,6 +612,10 @@ def _binary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
             return e.combine(op, a, c, dtype)
         if op == "pow":
             return e.round_to(e.lib.pow(b, a, c), dtype)
+        if op == "atan2":
+            return e.round_to(e.lib.atan2(b, a, c), dtype)
+        if op == "rem":
+            return e.round_to(e.lib.fmod(b, a, c), dtype)
         raise no_lowering(node)
     if dtype is DType.BOOL:
         table = {"and": b.and_, "or": b.or_, "xor": b.xor, "add": b.or_, "mul": b.and_, "max": b.or_, "min": b.and_}
@@ -557,6 +630,12 @@ def _binary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
         return _int_div(e, a, c, dtype)
     if op == "pow":
         return _int_pow(e, a, c, dtype)
+    if op in ("and", "or", "xor"):
+        return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](a, c)
+    if op == "rem":
+        return _int_rem(e, a, c, dtype)
+    if op.startswith("shift_"):
+        return _shift(e, op, a, c)
     raise no_lowering(node)
 
 
@@ -657,6 +736,7 @@ def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
         raise no_lowering(node)
     groups = node.attrs["groups"]
     strides, dilation, padding = node.attrs["strides"], node.attrs["dilation"], node.attrs["padding"]
+    lhs_dilation = conv_lhs_dilation(node.attrs, x.type.rank - 2)
     in_channels = x.type.shape[1] // groups
     out_per_group = w.type.shape[0] // groups
     kernel = w.type.shape[2:]
@@ -682,10 +762,10 @@ def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
             if low:
                 pos = e.b.sub(pos, const_i64(low), name=f"{name}.p{d}")
             last = (spatial_out[d] - 1) * strides[d] + (kernel[d] - 1) * dilation[d] - low
-            if low == 0 and last < spatial_in[d]:
+            if low == 0 and last < spatial_in[d] and lhs_dilation[d] == 1:
                 positions.append(pos)  # never in the padding
                 continue
-            ok, clamped = e.in_bounds(pos, spatial_in[d], f"{name}.p{d}")
+            ok, clamped = e.dilated_in_bounds(pos, spatial_in[d], lhs_dilation[d], f"{name}.p{d}")
             checks.append(ok)
             positions.append(clamped)
         xv = e.value(x, [batch, channel, *positions])
@@ -705,6 +785,7 @@ def _reduce_window(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir
     kind = node.attrs["kind"]
     dtype = node.out.type.dtype
     window, strides, padding = node.attrs["window"], node.attrs["strides"], node.attrs["padding"]
+    base_dilation, window_dilation = window_dilations(node.attrs, x.type.rank)
     identity = e.immediate(dtype, reduce_identity(kind, dtype))
     name = node.out.name
     if x.type.size == 0:  # every window lies in the padding
@@ -714,12 +795,12 @@ def _reduce_window(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir
         checks, sub = [], []
         for d, k in enumerate(loop_index):
             pos = e.b.mul(index[d], const_i64(strides[d])) if strides[d] != 1 else index[d]
-            pos = e.b.add(pos, k)
+            pos = e.b.add(pos, e.b.mul(k, const_i64(window_dilation[d])) if window_dilation[d] != 1 else k)
             low, high = padding[d]
-            if low == 0 and high == 0:
+            if low == 0 and high == 0 and base_dilation[d] == 1:
                 sub.append(pos)
                 continue
-            ok, clamped = e.in_bounds(e.b.sub(pos, const_i64(low)), x.type.shape[d], f"{name}.w{d}")
+            ok, clamped = e.dilated_in_bounds(e.b.sub(pos, const_i64(low)), x.type.shape[d], base_dilation[d], f"{name}.w{d}")
             checks.append(ok)
             sub.append(clamped)
         element = e.value(x, sub)
@@ -729,3 +810,48 @@ def _reduce_window(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir
         return e.combine(kind, acc, element, dtype)
 
     return e.round_to(e.accumulate_loop(node, list(window), identity, step), dtype)
+
+
+# == indexing ==========================================================================
+@emits("reverse")
+def _reverse(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    shape = node.out.type.shape
+    sub = [e.b.sub(const_i64(shape[d] - 1), i, name=f"{node.out.name}.r{d}") if d in node.attrs["dims"] else i
+           for d, i in enumerate(index)]
+    return e.value(node.inputs[0], sub)
+
+
+def index_as_i64(e: ElementalEmitter, value: ir.Value, dtype: DType) -> ir.Value:
+    """An index element widened to i64 (sign-extended unless unsigned)."""
+    if value.type.width == 64:
+        return value
+    return e.b.sext(value, I64) if dtype in SIGNED_DTYPES else e.b.zext(value, I64)
+
+
+@emits("gather")
+def _gather(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    """XLA's elemental gather: read the start index vector, clamp it, add the window offset."""
+    operand, indices = node.inputs
+    dims = GatherDims(operand.type, indices.type, node.attrs)
+    name = node.out.name
+    if operand.type.size == 0:  # zero-size slices of an empty operand (as the reference)
+        return e.immediate(node.out.type.dtype, 0)
+    batch_index = [index[d] for d in dims.batch_dims]
+    start_map, batching_map = dims.start_map(), dims.batching_map()
+    offsets = dict(zip(dims.window_operand_dims, (index[d] for d in dims.offset_dims)))
+    sub: list[ir.Value] = []
+    for d in range(operand.type.rank):
+        position = offsets.get(d, ZERO)
+        if d in start_map:
+            at = list(batch_index)
+            if dims.index_vector_dim < indices.type.rank:
+                at.insert(dims.index_vector_dim, const_i64(start_map[d]))
+            start = index_as_i64(e, e.value(indices, at), indices.type.dtype)
+            high = const_i64(operand.type.shape[d] - dims.slice_sizes[d])
+            start = e.b.select(e.b.icmp_signed("<", start, ZERO), ZERO, start)
+            start = e.b.select(e.b.icmp_signed(">", start, high), high, start, name=f"{name}.s{d}")
+            position = e.b.add(start, position, name=f"{name}.i{d}")
+        elif d in batching_map:
+            position = batch_index[batching_map[d]]
+        sub.append(position)
+    return e.value(operand, sub)

@@ -1,0 +1,329 @@
+"""Register-blocked f32 microkernel for the packed dot of the layout pass.
+
+The layout pass (aot/passes/layout.py) turns `dot(x, W)` with a constant W
+into `dot(x, Wp)` with Wp [NB, K, L] (L = vector lanes), followed by the
+unpack chain reshape [.., NB*L] (+ slice [.., N]). This kernel body computes
+an MR x NCB tile of L-wide vectors per work item:
+
+    for k in 0..K:  b[j] = Wp[nb0 + j, k, :]          (vector loads)
+                    a[i] = splat(x[m0 + i, k])        (broadcast)
+                    acc[i][j] = fma(a[i], b[j], acc[i][j])
+
+then runs the kernel's fused epilogue (bias, activation, residual, ...) per
+output element through the elemental emitter, with the accumulator lane
+substituted for the dot (ElementalEmitter.substitute). Work item w is the
+row block w % MB of column unit w // MB (unit-major, so consecutive items
+reuse one packed weight panel from cache); items are independent.
+
+The epilogue is accepted only when every fused node between the dot and the
+root is elementwise or a link of the unpack chain (`Epilogue.find`), so each
+root element reads the dot at exactly the position whose accumulator it is
+given. Other kernels decline and take the elemental path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext
+from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.target import CpuTarget
+from aot.ir.graph import Node, Value
+from aot.ir.types import DType
+from aot.ops import DATA_MOVEMENT, ELEMENTWISE
+from aot.plan import Kernel
+
+# accumulator tile: rows x column blocks; 6 x 2 (or 3 x 4) vectors leave
+# registers for the loaded weight vectors and the broadcast on AVX2 (16 regs)
+MAX_ROWS = 6
+ACC_VECTORS = 12
+
+LinkCheck = Callable[[Node, Value], bool]
+
+
+# == epilogue analysis (shared with conv.py) ========================================
+@dataclass(frozen=True)
+class Epilogue:
+    """How a kernel's root reads its packed contraction.
+
+    `chain`: the unpack links after the contraction (empty when the root is the
+    contraction itself); the root reads the last link at the root's own index,
+    through elementwise ops only.
+    """
+
+    contraction: Node
+    chain: tuple[Node, ...]
+
+    @property
+    def root_is_contraction(self) -> bool:
+        return not self.chain
+
+    @staticmethod
+    def find(kernel: Kernel, is_packed: Callable[[Node], bool], links: Sequence[LinkCheck]) -> Epilogue | None:
+        """The first packed contraction of `kernel` whose epilogue has the safe form, or None.
+
+        `links` check the unpack chain link by link (the last one optional: the
+        slice that drops padding). Elementwise ops keep the index; anything else
+        between the contraction and the root declines.
+        """
+        root = kernel.root.producer
+        if root is None:
+            return None
+        for candidate in kernel.nodes:
+            if candidate.op in ("dot", "conv") and is_packed(candidate):
+                if candidate is root:
+                    return Epilogue(candidate, ())
+                chain = _match(kernel, candidate, root, links)
+                if chain is not None:
+                    return Epilogue(candidate, chain)
+        return None
+
+
+def _match(kernel: Kernel, contraction: Node, root: Node, links: Sequence[LinkCheck]) -> tuple[Node, ...] | None:
+    # nodes of the kernel that read the contraction, directly or not (topological order)
+    reach: list[Node] = [contraction]
+    reach_ids = {id(contraction.out)}
+    for node in kernel.nodes:
+        if node is not contraction and any(id(v) in reach_ids for v in node.inputs):
+            reach.append(node)
+            reach_ids.add(id(node.out))
+    if id(root.out) not in reach_ids:
+        return None
+    chain = [n for n in reach[1:] if n.op not in ELEMENTWISE]
+    if not (len(links) - 1 <= len(chain) <= len(links)):
+        return None
+    previous = contraction.out
+    for node, check in zip(chain, links):
+        if node.inputs[0] is not previous or not check(node, previous):
+            return None
+        previous = node.out
+    last = chain[-1].out
+    for node in reach[1:]:
+        if node.op in ELEMENTWISE:
+            for v in node.inputs:
+                if id(v) in reach_ids and v is not last and (v.producer is None or v.producer.op not in ELEMENTWISE):
+                    return None
+    if root.op not in ELEMENTWISE and root is not chain[-1]:
+        return None
+    return tuple(chain)
+
+
+def is_unpadding_slice(node: Node, source: Value) -> bool:
+    """slice that keeps a leading corner: start 0, stride 1."""
+    return node.op == "slice" and all(s == 0 for s in node.attrs["start"]) and all(s == 1 for s in node.attrs["stride"])
+
+
+# == vector helpers =====================================================================
+def vector_of(lanes: int) -> ir.VectorType:
+    return ir.VectorType(F32, lanes)
+
+
+def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int, name: str) -> ir.Value:
+    one = b.insert_element(ir.Constant(vector_of(lanes), None), scalar, ir.Constant(ir.IntType(32), 0), name=f"{name}.ins")
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+    return b.shuffle_vector(one, ir.Constant(vector_of(lanes), None), mask, name=name)
+
+
+def fma(b: ir.IRBuilder, a: ir.Value, c: ir.Value, acc: ir.Value, name: str) -> ir.Value:
+    ty = a.type
+    fn = intrinsic(b.module, f"llvm.fma.v{ty.count}f32", ty, [ty, ty, ty])
+    return b.call(fn, [a, c, acc], name=name)
+
+
+def load_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, lanes: int, name: str) -> ir.Value:
+    """L floats at base[offset:] (any alignment)."""
+    addr = b.gep(base, [offset], inbounds=True, name=f"{name}.addr")
+    return b.load(b.bitcast(addr, vector_of(lanes).as_pointer()), name=name, align=4)
+
+
+def store_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, vec: ir.Value, name: str) -> None:
+    addr = b.gep(base, [offset], inbounds=True, name=f"{name}.addr")
+    b.store(vec, b.bitcast(addr, vec.type.as_pointer()), align=4)
+
+
+def branch(b: ir.IRBuilder, cond: ir.Value | None, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
+    """if (cond) then() else otherwise(); cond None means always `otherwise`."""
+    if cond is None:
+        otherwise()
+        return
+    with b.if_else(cond) as (on_true, on_false):
+        with on_true:
+            then()
+        with on_false:
+            otherwise()
+
+
+def store_epilogue(ctx: KernelContext, epilogue: Epilogue, scalar: ir.Value, root_index: list[ir.Value], linear: ir.Value) -> None:
+    """out[linear] = root at root_index, reading `scalar` for the contraction."""
+    e = ctx.elemental
+    root = ctx.kernel.root
+    e.push_scope()
+    e.substitute(epilogue.contraction.out, scalar)
+    value = e.value(root, root_index)
+    e.substitute(epilogue.contraction.out, None)
+    addr = ctx.builder.gep(ctx.out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
+    ctx.builder.store(e.to_storage(value, root.type.dtype), addr, align=root.type.dtype.itemsize)
+    e.pop_scope()
+
+
+# == the packed dot ===================================================================
+def is_packed_dot(node: Node) -> bool:
+    """dot(x, Wp [NB, K, L]) as the layout pass writes it (f32, no batch dims)."""
+    if node.op != "dot" or node.out.type.dtype is not DType.F32:
+        return False
+    attrs = node.attrs
+    rhs = node.inputs[1]
+    return (not attrs["lhs_batch"] and rhs.type.rank == 3 and attrs["rhs_contract"] == (1,)
+            and len(attrs["lhs_contract"]) == 1 and rhs.producer is not None and rhs.producer.op == "constant")
+
+
+def _is_row_reshape(node: Node, source: Value) -> bool:
+    shape = source.type.shape
+    return node.op == "reshape" and node.out.type.shape == shape[:-2] + (shape[-2] * shape[-1],)
+
+
+DOT_LINKS: tuple[LinkCheck, ...] = (_is_row_reshape, is_unpadding_slice)
+
+
+@dataclass(frozen=True)
+class DotTiling:
+    rows: int  # M: product of the lhs free dims
+    depth: int  # K
+    blocks: int  # NB
+    lanes: int  # L
+    columns: int  # N (logical, unpadded)
+    mr: int  # rows per tile
+    ncb: int  # column blocks per tile
+
+    @property
+    def row_blocks(self) -> int:
+        return -(-self.rows // self.mr)
+
+    @property
+    def units(self) -> int:
+        return -(-self.blocks // self.ncb)
+
+    @property
+    def items(self) -> int:
+        return self.row_blocks * self.units if self.rows else 0
+
+    @staticmethod
+    def of(epilogue: Epilogue) -> DotTiling:
+        dot = epilogue.contraction
+        lhs, rhs = dot.inputs
+        blocks, depth, lanes = rhs.type.shape
+        rows = lhs.type.size // depth if depth else 0
+        columns = epilogue.chain[-1].out.type.shape[-1] if epilogue.chain else blocks * lanes
+        if not depth:
+            rows = dot.out.type.size // (blocks * lanes)
+        mr = max(1, min(rows, MAX_ROWS))
+        ncb = max(1, min(blocks, ACC_VECTORS // mr, 4))
+        return DotTiling(rows, depth, blocks, lanes, columns, mr, ncb)
+
+
+def _dot_epilogue(kernel: Kernel) -> Epilogue | None:
+    epilogue = Epilogue.find(kernel, is_packed_dot, DOT_LINKS)
+    if epilogue is None or id(epilogue.contraction.inputs[1]) not in {id(p) for p in kernel.params}:
+        return None
+    return epilogue
+
+
+def _dot_applies(kernel: Kernel, target: CpuTarget) -> bool:
+    return _dot_epilogue(kernel) is not None
+
+
+def _dot_items(kernel: Kernel) -> int:
+    epilogue = _dot_epilogue(kernel)
+    assert epilogue is not None
+    return DotTiling.of(epilogue).items
+
+
+def _emit_dot(ctx: KernelContext) -> None:
+    epilogue = _dot_epilogue(ctx.kernel)
+    assert epilogue is not None
+    t = DotTiling.of(epilogue)
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    with for_range(b, ctx.begin, ctx.end, f"{name}.tile") as item:
+        unit = b.udiv(item, const_i64(t.row_blocks), name=f"{name}.unit")
+        row_block = b.urem(item, const_i64(t.row_blocks), name=f"{name}.rb")
+        m0 = b.mul(row_block, const_i64(t.mr), name=f"{name}.m0", flags=["nuw", "nsw"])
+        nb0 = b.mul(unit, const_i64(t.ncb), name=f"{name}.nb0", flags=["nuw", "nsw"])
+        row_tail = t.rows % t.mr
+        col_tail = t.blocks % t.ncb
+        last_rows = b.icmp_unsigned("==", row_block, const_i64(t.row_blocks - 1)) if row_tail else None
+        last_cols = b.icmp_unsigned("==", unit, const_i64(t.units - 1)) if col_tail else None
+
+        def columns(mr: int) -> None:
+            branch(b, last_cols, lambda: _dot_tile(ctx, epilogue, t, mr, col_tail, m0, nb0),
+                   lambda: _dot_tile(ctx, epilogue, t, mr, t.ncb, m0, nb0))
+
+        branch(b, last_rows, lambda: columns(row_tail), lambda: columns(t.mr))
+
+
+def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb: int, m0: ir.Value, nb0: ir.Value) -> None:
+    """One mr x ncb tile (compile-time sizes) at rows m0.., column blocks nb0.."""
+    b, e = ctx.builder, ctx.elemental
+    dot = epilogue.contraction
+    lhs, wp = dot.inputs
+    name = dot.out.name
+    contract = dot.attrs["lhs_contract"][0]
+    free_shape = tuple(d for i, d in enumerate(lhs.type.shape) if i != contract)
+    vec = vector_of(t.lanes)
+    weights = ctx.params[id(wp)]
+    rows = [b.add(m0, const_i64(r), name=f"{name}.m{r}", flags=["nuw", "nsw"]) for r in range(mr)]
+    row_index = [delinearize(b, m, free_shape, f"{name}.m{r}") for r, m in enumerate(rows)]
+    panels = []
+    for j in range(ncb):
+        block = b.add(nb0, const_i64(j), name=f"{name}.nb{j}", flags=["nuw", "nsw"])
+        panels.append(b.mul(block, const_i64(t.depth * t.lanes), name=f"{name}.panel{j}", flags=["nuw", "nsw"]))
+    slots = [[e.alloca(vec, f"{name}.acc{r}_{j}") for j in range(ncb)] for r in range(mr)]
+    for row in slots:
+        for slot in row:
+            b.store(ir.Constant(vec, [0.0] * t.lanes), slot)
+    with for_range(b, 0, t.depth, f"{name}.k") as k:
+        e.push_scope()
+        k_offset = b.mul(k, const_i64(t.lanes), flags=["nuw", "nsw"])
+        weight_vectors = [load_vector(b, weights, b.add(panel, k_offset, flags=["nuw", "nsw"]), t.lanes, f"{name}.w{j}")
+                          for j, panel in enumerate(panels)]
+        for r in range(mr):
+            index = list(row_index[r])
+            index.insert(contract, k)
+            a = splat(b, e.value(lhs, index), t.lanes, f"{name}.a{r}")
+            for j in range(ncb):
+                b.store(fma(b, a, weight_vectors[j], b.load(slots[r][j]), f"{name}.acc{r}_{j}"), slots[r][j])
+        e.pop_scope()
+    for r in range(mr):
+        for j in range(ncb):
+            acc = b.load(slots[r][j], name=f"{name}.tile{r}_{j}")
+            block = b.add(nb0, const_i64(j), flags=["nuw", "nsw"])
+            if epilogue.root_is_contraction:  # packed [.., NB, L] output: store whole vectors
+                at = b.mul(b.add(b.mul(rows[r], const_i64(t.blocks)), block), const_i64(t.lanes))
+                store_vector(b, ctx.out_ptr, at, acc, f"{name}.store{r}_{j}")
+                continue
+            n0 = b.mul(block, const_i64(t.lanes), name=f"{name}.n0", flags=["nuw", "nsw"])
+            left = b.sub(const_i64(t.columns), n0)
+            count = b.select(b.icmp_signed("<", left, const_i64(t.lanes)), left, const_i64(t.lanes), name=f"{name}.lanes")
+            with for_range(b, 0, count, f"{name}.lane{r}_{j}") as lane:
+                scalar = b.extract_element(acc, lane, name=f"{name}.v")
+                n = b.add(n0, lane, flags=["nuw", "nsw"])
+                linear = b.add(b.mul(rows[r], const_i64(t.columns), flags=["nuw", "nsw"]), n, flags=["nuw", "nsw"])
+                store_epilogue(ctx, epilogue, scalar, [*row_index[r], n], linear)
+
+
+DOT_EMITTER = BodyEmitter(_dot_applies, _dot_items, _emit_dot)
+
+# The root of a dot kernel is the dot, a link of its unpack chain, or the last
+# elementwise op of its epilogue; `applies` tells them apart.
+ROOT_OPS = sorted(ELEMENTWISE | (DATA_MOVEMENT & {"reshape", "slice", "transpose"}) | {"dot", "conv"})
+
+
+def register(emitter: BodyEmitter) -> None:
+    for op in ROOT_OPS:
+        BODY_EMITTERS.setdefault(op, []).append(emitter)
+
+
+register(DOT_EMITTER)
