@@ -292,9 +292,9 @@ def _hardmax_axis(ctx: Ctx, x: Value, axis: int) -> Value:
     return ctx.op("select", [hit, ctx.full(1, x.type), ctx.full(0, x.type)])
 
 
-@op("CumSum")
-def _cumsum(ctx: Ctx, a: NodeArgs) -> list[Value]:
-    """Prefix sums as a masked reduction: out[i] = sum over j of x[j] where j <= i (or the variants)."""
+@op("CumSum", "CumProd")
+def _cumulative(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Prefix sums (products) as a masked reduction: out[i] = sum over j of x[j] where j <= i (or the variants)."""
     x, axis_v = a.inputs
     rank = x.type.rank
     axis = norm_axis(ctx, static_ints(ctx, axis_v, "axis")[0], rank)
@@ -308,4 +308,4 @@ def _cumsum(ctx: Ctx, a: NodeArgs) -> list[Value]:
     j = ctx.op("iota", [], shape=big, dim=rank, dtype=DType.I64)
     direction = {(False, False): "le", (True, False): "lt", (False, True): "ge", (True, True): "gt"}[(exclusive, reverse)]
     mask = ctx.op("compare", [j, i], direction=direction)
-    return [_collect(ctx, values, mask, rank, "sum")]
+    return [_collect(ctx, values, mask, rank, "sum" if a.node.op_type == "CumSum" else "prod")]

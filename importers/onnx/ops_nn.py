@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from aot.ir import Value
+from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
 
@@ -203,13 +203,26 @@ def _batch_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
 
 def _normalize(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> Value:
     """(x - mean) / sqrt(var + eps) over `axes`."""
+    return _normalize_stats(ctx, x, axes, eps)[0]
+
+
+def _normalize_stats(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> tuple[Value, Value, Value]:
+    """(normalised x, mean, 1 / sqrt(var + eps)); the statistics have `axes` removed."""
     shape = x.type.shape
     count = float(math.prod(shape[i] for i in axes))
     mean = ctx.binary_scalar("div", ctx.reduce(x, "sum", axes), count)
     centered = ctx.op("sub", [x, ctx.unreduce(mean, shape, axes)])
     var = ctx.binary_scalar("div", ctx.reduce(ctx.op("mul", [centered, centered]), "sum", axes), count)
     inv_std = ctx.op("rsqrt", [ctx.binary_scalar("add", var, eps)])
-    return ctx.op("mul", [centered, ctx.unreduce(inv_std, shape, axes)])
+    return ctx.op("mul", [centered, ctx.unreduce(inv_std, shape, axes)]), mean, inv_std
+
+
+def _stash(ctx: Ctx, a: NodeArgs, x: Value) -> Value:
+    """x in the stash type (float32 unless stash_type says otherwise): half inputs normalise in float32."""
+    from .loader import to_dtype
+
+    stash = to_dtype(int(a.attr("stash_type", 1)), "stash_type")
+    return ctx.convert(x, stash) if x.type.dtype in (DType.F16, DType.BF16) or stash is DType.F64 else x
 
 
 @op("LayerNormalization")
@@ -217,11 +230,71 @@ def _layer_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x, scale, bias = a.inputs[0], a.inputs[1], a.input(2)
     rank = x.type.rank
     axis = norm_axis(ctx, a.attr("axis", -1), rank)
-    y = _normalize(ctx, x, range(axis, rank), float(a.attr("epsilon", 1e-5)))
+    axes = tuple(range(axis, rank))
+    y, mean, inv_std = _normalize_stats(ctx, _stash(ctx, a, x), axes, float(a.attr("epsilon", 1e-5)))
+    y = ctx.convert(y, x.type.dtype)
     y = ctx.op("mul", [y, ctx.broadcast_to(scale, y.type.shape)])
     if bias is not None:
         y = ctx.op("add", [y, ctx.broadcast_to(bias, y.type.shape)])
-    return [y]
+    kept = [1 if i in axes else d for i, d in enumerate(x.type.shape)]
+    return [y, ctx.reshape(mean, kept), ctx.reshape(inv_std, kept)]
+
+
+@op("RMSNormalization")
+def _rms_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """y = x / sqrt(mean(x^2 over axis..) + eps) * scale."""
+    x, scale = a.inputs[0], a.inputs[1]
+    rank = x.type.rank
+    axis = norm_axis(ctx, a.attr("axis", -1), rank)
+    axes = tuple(range(axis, rank))
+    wide = _stash(ctx, a, x)
+    count = float(math.prod(x.type.shape[i] for i in axes))
+    mean_square = ctx.binary_scalar("div", ctx.reduce(ctx.op("mul", [wide, wide]), "sum", axes), count)
+    inv_rms = ctx.op("rsqrt", [ctx.binary_scalar("add", mean_square, float(a.attr("epsilon", 1e-5)))])
+    y = ctx.convert(ctx.op("mul", [wide, ctx.unreduce(inv_rms, wide.type.shape, axes)]), x.type.dtype)
+    return [ctx.op("mul", [y, ctx.broadcast_to(scale, y.type.shape)])]
+
+
+@op("GroupNormalization")
+def _group_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x, scale, bias = a.inputs
+    groups = int(a.attr("num_groups"))
+    shape = x.type.shape
+    n, c = shape[:2]
+    grouped = ctx.reshape(_stash(ctx, a, x), (n, groups, c // groups) + shape[2:])
+    y = _normalize(ctx, grouped, range(2, grouped.type.rank), float(a.attr("epsilon", 1e-5)))
+    y = ctx.convert(ctx.reshape(y, shape), x.type.dtype)
+    # scale and bias are per channel from opset 21 on, per group before
+    if scale.type.shape[0] == groups and groups != c:
+        scale = ctx.reshape(ctx.broadcast_in_dims(scale, (groups, c // groups), (0,)), (c,))
+        bias = ctx.reshape(ctx.broadcast_in_dims(bias, (groups, c // groups), (0,)), (c,))
+    y = ctx.op("mul", [y, ctx.broadcast_in_dims(scale, shape, (1,))])
+    return [ctx.op("add", [y, ctx.broadcast_in_dims(bias, shape, (1,))])]
+
+
+@op("MeanVarianceNormalization")
+def _mvn(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    axes = [norm_axis(ctx, ax, x.type.rank) for ax in a.attr("axes", [0, 2, 3])]
+    # ONNX's function body uses eps = 1e-9 inside the sqrt
+    return [_normalize(ctx, x, sorted(set(axes)), 1e-9)]
+
+
+@op("LpNormalization")
+def _lp_norm(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    axis = norm_axis(ctx, a.attr("axis", -1), x.type.rank)
+    p = int(a.attr("p", 2))
+    if p == 1:
+        norm = ctx.reduce(ctx.op("abs", [x]), "sum", (axis,))
+    elif p == 2:
+        norm = ctx.op("sqrt", [ctx.reduce(ctx.op("mul", [x, x]), "sum", (axis,))])
+    else:
+        raise ctx.error(f"p must be 1 or 2, got {p}")
+    norm = ctx.unreduce(norm, x.type.shape, (axis,))
+    zero = ctx.op("compare", [norm, ctx.full(0, norm.type)], direction="eq")
+    # a zero norm gives 0, not NaN (the reference's where(norm == 0, 0, x / norm))
+    return [ctx.op("select", [zero, ctx.full(0, x.type), ctx.op("div", [x, norm])])]
 
 
 @op("InstanceNormalization")
