@@ -1,6 +1,8 @@
-"""The ordered pass list: graph rewrites to a fixed point, then fusion, buffer
-assignment and memory planning, verifying after every change and dumping the
-IR after each pass that changed it (`--dump-ir DIR`).
+"""The ordered pass list: graph rewrites to a fixed point, then fusion,
+scheduling, buffer assignment and memory planning, verifying after every
+change and dumping the IR after each pass that changed it (`--dump-ir DIR`).
+
+`-v` lines say, per pass, its time and what it changed (a pass's `summary`).
 """
 from __future__ import annotations
 
@@ -15,16 +17,19 @@ from aot.ir.verifier import verify_graph
 from aot.passes.base import Pass
 from aot.passes.buffers import assign_buffers, describe_plan
 from aot.passes.const_fold import ConstFold
+from aot.passes.cse import CommonSubexprElim
 from aot.passes.dce import DeadCodeElim
+from aot.passes.fold_scale import FoldScale
 from aot.passes.fusion import explain, fuse
 from aot.passes.output_copies import OutputCopies
+from aot.passes.simplify import Simplify
 from aot.plan import ExecutionPlan
 
 MAX_ROUNDS = 8
 
 
 def default_passes() -> list[Pass]:
-    return [ConstFold(), DeadCodeElim(), OutputCopies()]
+    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies()]
 
 
 @dataclass
@@ -32,6 +37,8 @@ class PipelineOptions:
     dump_dir: Path | None = None
     log: Callable[[str], None] | None = None  # receives -v lines
     passes: list[Pass] = field(default_factory=default_passes)
+    schedule: bool = True  # reorder kernels to lower peak memory
+    in_place: bool = True  # let a result reuse a dead operand's buffer
 
 
 class _Dumper:
@@ -53,12 +60,7 @@ class _Dumper:
             self.options.log(line)
 
 
-def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> ExecutionPlan:
-    """Optimize `graph` in place and plan its execution."""
-    options = options or PipelineOptions()
-    dumper = _Dumper(options)
-    verify_graph(graph)
-    dumper.dump("import", print_graph(graph))
+def _rewrite_to_fixed_point(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> None:
     for round_index in range(MAX_ROUNDS):
         any_change = False
         for p in options.passes:
@@ -70,18 +72,36 @@ def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> Execut
                 verify_graph(graph)
                 dumper.dump(p.name, print_graph(graph))
                 any_change = True
-            dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  {'changed' if changed else 'no change'} ({before} -> {len(graph.nodes)} nodes)")
+            what = f"changed ({before} -> {len(graph.nodes)} nodes)" if changed else "no change"
+            summary = getattr(p, "summary", "")
+            if changed and summary:
+                what += f": {summary}"
+            dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  round {round_index + 1}: {what}")
         if not any_change:
             break
+
+
+def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> ExecutionPlan:
+    """Optimize `graph` in place and plan its execution."""
+    options = options or PipelineOptions()
+    dumper = _Dumper(options)
+    verify_graph(graph)
+    dumper.dump("import", print_graph(graph))
+    _rewrite_to_fixed_point(graph, options, dumper)
     start = time.perf_counter()
     kernels = fuse(graph)
     dumper.dump("fusion", explain(kernels) + "\n", "txt")
-    dumper.log(f"{'fusion':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(graph.nodes)} nodes -> {len(kernels)} kernels")
+    reductions = sum(1 for k in kernels if "reduce" in k.ops and k.root.producer is not None and k.root.producer.op != "reduce")
+    dumper.log(f"{'fusion':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(graph.nodes)} nodes -> "
+               f"{len(kernels)} kernels ({reductions} with fused reductions)")
     start = time.perf_counter()
-    plan = assign_buffers(graph, kernels)
+    plan = assign_buffers(graph, kernels, reorder=options.schedule, in_place=options.in_place)
     dumper.dump("buffers", describe_plan(plan), "txt")
+    moved = sum(1 for a, b in zip(kernels, plan.kernels) if a.root is not b.root)
     dumper.log(
-        f"{'buffers':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  arena {plan.arena_bytes} B "
-        f"(lower bound {plan.arena_lower_bound} B), weights {len(plan.weights)} B"
+        f"{'buffers':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  schedule moved {moved} kernel(s), "
+        f"{plan.notes.get('aliases', 0)} alias(es), {plan.notes.get('in_place', 0)} in place; "
+        f"arena {plan.arena_bytes} B (lower bound {plan.arena_lower_bound} B, temporaries "
+        f"{plan.notes.get('temporaries_bytes', 0)} B), weights {len(plan.weights)} B"
     )
     return plan

@@ -6,16 +6,16 @@ from aot.passes.fusion import fuse
 from passes_util import ir
 
 CHAIN = """
-    graph @g(%x: f32[256]) {
-      %w = constant() {value = dense<2.0>} : f32[256]
-      %w2 = constant() {value = dense<2.0>} : f32[256]
-      %a = mul(%x, %w) : f32[256]
-      %s1 = reduce(%a) {axes = [0], kind = "sum"} : f32[]
-      %b = broadcast(%s1) {dims = [], shape = [256]} : f32[256]
-      %c = mul(%b, %w2) : f32[256]
-      %s2 = reduce(%c) {axes = [0], kind = "max"} : f32[]
-      %d = broadcast(%s2) {dims = [], shape = [256]} : f32[256]
-      %y = add(%d, %x) : f32[256]
+    graph @g(%x: f32[4,64]) {
+      %w = constant() {value = dense<2.0>} : f32[4,64]
+      %w2 = constant() {value = dense<2.0>} : f32[4,64]
+      %a = mul(%x, %w) : f32[4,64]
+      %s1 = reduce(%a) {axes = [0], kind = "sum"} : f32[64]
+      %b = broadcast(%s1) {dims = [1], shape = [4, 64]} : f32[4,64]
+      %c = mul(%b, %w2) : f32[4,64]
+      %s2 = reduce(%c) {axes = [0], kind = "max"} : f32[64]
+      %d = broadcast(%s2) {dims = [1], shape = [4, 64]} : f32[4,64]
+      %y = add(%d, %x) : f32[4,64]
       return %y as "y"
     }"""
 
@@ -29,8 +29,8 @@ def test_slices_for_inputs_outputs_weights_and_arena():
     assert len(plan.weights) == 1024
     temps = [k.root.name for k in plan.kernels if plan.slices[k.root.name].kind == "arena"]
     assert temps == ["s1", "s2"]
-    assert plan.arena_bytes == plan.arena_lower_bound == 128  # s1 is still read by the kernel that writes s2
-    assert plan.notes["temporaries_bytes"] == 8
+    assert plan.arena_bytes == plan.arena_lower_bound == 512  # s1 is still read by the kernel that writes s2
+    assert plan.notes["temporaries_bytes"] == 512
 
 
 def test_weights_are_aligned_and_deduplicated():

@@ -1,19 +1,33 @@
 """Buffer assignment: decide where every materialized value lives.
 
 Graph inputs and outputs live in caller buffers; constants read by kernels
-live in the weights blob (deduplicated by content, 64-byte aligned);
-every other kernel result is an arena temporary whose live interval runs
-from the kernel that writes it to the last kernel that reads it. The arena
-offsets come from the memory planner.
+live in the weights blob (deduplicated by content, 64-byte aligned); every
+other kernel result is an arena temporary. Temporaries are grouped into
+logical buffers (XLA's allocation + slices): a value may share its buffer with
+
+- its operand, when it is a reshape whose kernel would only copy: the kernel
+  is dropped and the reshape is an alias, a second Slice on the same bytes;
+- a dead operand, in place, when the kernel is elementwise in it (it reads
+  that operand only at the index it writes, through elementwise ops, and
+  this kernel is the operand's last reader): root[i] is stored after
+  operand[i] was read, and operand[i] is never read again.
+
+A buffer is live from the first write of any member to the last read of
+any member (an alias extends its operand's interval). The memory planner
+places buffers; every member gets the buffer's offset.
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from aot.ir.graph import Graph
+from aot.ir.graph import Graph, Node, Value
+from aot.ops import CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
+from aot.passes.schedule import schedule
 from aot.plan import ExecutionPlan, Kernel, Slice
 
 
@@ -33,23 +47,115 @@ def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, i
     return offsets, bytes(blob)
 
 
-def live_intervals(kernels: list[Kernel], placed_elsewhere: set[str]) -> list[Interval]:
-    """Interval per arena temporary, in kernel steps (inclusive)."""
-    start: dict[str, int] = {}
-    end: dict[str, int] = {}
-    sizes: dict[str, int] = {}
+@dataclass
+class ArenaBuffer:
+    """One arena allocation: `members` (value names) share its bytes; live over [start, end] steps."""
+
+    name: str
+    size: int
+    start: int
+    end: int
+    members: list[str] = field(default_factory=list)
+    how: dict[str, str] = field(default_factory=dict)  # member -> "alias of %x" / "in place of %x"
+
+
+def is_alias_kernel(kernel: Kernel, outputs: set[int]) -> bool:
+    """A kernel that only reshapes one materialized value: its result can be that value's bytes."""
+    real = [n for n in kernel.nodes if n.op != "constant"]
+    return (len(real) == 1 and real[0].op == "reshape" and len(kernel.params) == 1
+            and real[0].inputs[0] is kernel.params[0] and id(kernel.root) not in outputs)
+
+
+def same_index_reads(kernel: Kernel, param: Value) -> bool:
+    """True if `kernel` reads `param` only at the index it writes (elementwise paths to the root)."""
+    if kernel.root.type.shape != param.type.shape or kernel.root.type.nbytes != param.type.nbytes:
+        return False
+    if any(n.op in CONTRACTIONS or n.op in NON_ELEMENTAL for n in kernel.nodes):
+        return False  # contraction bodies (and fast paths) may store before all reads are done
+    inside = {id(n) for n in kernel.nodes}
+    same: set[int] = set()
+    readers_of: dict[int, list[Node]] = {}
+    for n in kernel.nodes:
+        for v in n.inputs:
+            readers_of.setdefault(id(v), []).append(n)
+    for n in reversed(kernel.nodes):
+        if n.out is kernel.root:
+            ok = n.op in ELEMENTWISE
+        else:
+            users = [u for u in readers_of.get(id(n.out), []) if id(u) in inside]
+            ok = n.op in ELEMENTWISE and bool(users) and all(id(u) in same for u in users)
+        if ok and n.out.type.shape == kernel.root.type.shape:
+            same.add(id(n))
+    readers = readers_of.get(id(param), [])
+    return bool(readers) and all(id(r) in same for r in readers)
+
+
+def build_buffers(kernels: list[Kernel], placed_elsewhere: set[str], aliases: dict[str, Value],
+                  in_place: bool = True) -> list[ArenaBuffer]:
+    """Arena buffers over the (scheduled) kernels, with aliases and in-place reuse merged in."""
+    def resolve(name: str) -> str:
+        while name in aliases:
+            name = aliases[name].name
+        return name
+
+    # last step reading each value's bytes: an alias's reads count for the value it aliases
+    last_read: dict[str, int] = {}
     for step, kernel in enumerate(kernels):
+        for p in kernel.params:
+            last_read[resolve(p.name)] = step
+    buffers: list[ArenaBuffer] = []
+    owner: dict[str, ArenaBuffer] = {}
+    for step, kernel in enumerate(kernels):
+        for p in kernel.params:
+            buffer = owner.get(resolve(p.name))
+            if buffer is not None:
+                buffer.end = max(buffer.end, step)
         name = kernel.root.name
-        if name not in placed_elsewhere:
-            start[name] = end[name] = step
-            sizes[name] = kernel.root.type.nbytes
-        for param in kernel.params:
-            if param.name in start:
-                end[param.name] = step
-    return [Interval(name, sizes[name], start[name], end[name]) for name in start]
+        if name in placed_elsewhere:
+            continue
+        found = _in_place_host(kernel, step, owner, last_read, resolve) if in_place else None
+        if found is not None:
+            host, operand = found
+            host.members.append(name)
+            host.how[name] = f"in place of %{operand}"
+            owner[name] = host
+            continue
+        buffer = ArenaBuffer(f"b{len(buffers)}", kernel.root.type.nbytes, step, step, [name])
+        buffers.append(buffer)
+        owner[name] = buffer
+    for alias, target in aliases.items():
+        buffer = owner.get(resolve(target.name))
+        if buffer is not None:
+            buffer.members.append(alias)
+            buffer.how[alias] = f"alias of %{target.name}"
+    return buffers
 
 
-def assign_buffers(graph: Graph, kernels: list[Kernel]) -> ExecutionPlan:
+def _in_place_host(kernel: Kernel, step: int, owner: dict[str, ArenaBuffer], last_read: dict[str, int],
+                   resolve: Callable[[str], str]) -> tuple[ArenaBuffer, str] | None:
+    """The buffer of a dead operand `kernel` may write its root into, and that operand's name."""
+    hosts_read = [owner.get(resolve(p.name)) for p in kernel.params]
+    for p, host in zip(kernel.params, hosts_read):
+        if host is None or host.size != kernel.root.type.nbytes:
+            continue
+        if any(last_read.get(m, -1) > step for m in host.members):
+            continue  # the buffer is still read later (through this value, another member or an alias)
+        if sum(1 for h in hosts_read if h is host) != 1:
+            continue  # the kernel also reads the buffer through another value
+        if same_index_reads(kernel, p):
+            return host, p.name
+    return None
+
+
+def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True, in_place: bool = True) -> ExecutionPlan:
+    outputs = graph.output_ids()
+    aliases: dict[str, Value] = {}
+    kept: list[Kernel] = []
+    for kernel in kernels:
+        if is_alias_kernel(kernel, outputs):
+            aliases[kernel.root.name] = kernel.params[0]
+        else:
+            kept.append(kernel)
     slices: dict[str, Slice] = {}
     for i, value in enumerate(graph.inputs):
         slices[value.name] = Slice("input", i, 0, value.type.nbytes)
@@ -57,7 +163,7 @@ def assign_buffers(graph: Graph, kernels: list[Kernel]) -> ExecutionPlan:
         slices[value.name] = Slice("output", i, 0, value.type.nbytes)
     constants: list[tuple[str, np.ndarray]] = []
     seen: set[str] = set()
-    for kernel in kernels:
+    for kernel in kept:
         for param in kernel.params:
             array = graph.constant_value(param)
             if array is not None and param.name not in seen:
@@ -66,14 +172,29 @@ def assign_buffers(graph: Graph, kernels: list[Kernel]) -> ExecutionPlan:
     weight_offsets, weights = layout_weights(constants)
     for name, array in constants:
         slices[name] = Slice("weights", 0, weight_offsets[name], array.nbytes)
-    intervals = live_intervals(kernels, set(slices))
+    temporaries = {k.root.name for k in kept if k.root.name not in slices}
+    if reorder:
+        kept = schedule(kept, temporaries)
+    buffers = build_buffers(kept, set(slices), aliases, in_place)
+    intervals = [Interval(b.name, b.size, b.start, b.end) for b in buffers]
     arena = plan_arena(intervals, ALIGNMENT)
-    for iv in intervals:
-        slices[iv.name] = Slice("arena", 0, arena.offsets[iv.name], iv.size)
-    total = sum(iv.size for iv in intervals)
+    for b in buffers:
+        for member in b.members:
+            slices[member] = Slice("arena", 0, arena.offsets[b.name], b.size)
+    for alias, target in aliases.items():
+        if alias not in slices and target.name in slices:
+            slices[alias] = slices[target.name]  # alias of an input or a weight
+    total = sum(k.root.type.nbytes for k in kept if k.root.name in temporaries)
+    memory_plan = [
+        {"buffer": b.name, "values": list(b.members), "offset": arena.offsets[b.name], "size": b.size,
+         "start": b.start, "end": b.end, "shared": dict(b.how)}
+        for b in buffers
+    ]
     return ExecutionPlan(
-        graph, kernels, slices, arena.arena_bytes, arena.lower_bound, weights,
-        notes={"temporaries_bytes": total, "weights_bytes": len(weights)},
+        graph, kept, slices, arena.arena_bytes, arena.lower_bound, weights,
+        notes={"temporaries_bytes": total, "weights_bytes": len(weights), "memory_plan": memory_plan,
+               "aliases": len(aliases),
+               "in_place": sum(1 for b in buffers for how in b.how.values() if how.startswith("in place"))},
     )
 
 
@@ -84,5 +205,7 @@ def describe_plan(plan: ExecutionPlan) -> str:
         where = plan.slices[kernel.root.name]
         params = ", ".join(f"%{p.name}@{plan.slices[p.name].kind}+{plan.slices[p.name].offset}" for p in kernel.params)
         lines.append(f"{kernel.name}: %{kernel.root.name} -> {where.kind}[{where.index}]+{where.offset} ({where.size} B) <- {params}")
+    for entry in plan.notes.get("memory_plan", []):  # type: ignore[union-attr]
+        for member, how in entry["shared"].items():
+            lines.append(f"%{member} shares {entry['buffer']}: {how}")
     return "\n".join(lines) + "\n"
-

@@ -1,0 +1,66 @@
+"""Common subexpression elimination.
+
+Two nodes with the same op, attributes, result type and inputs compute the
+same value (every op is pure); the later one is replaced by the earlier.
+Constants compare by content, so identical weights are also merged; the
+inputs of commutative ops compare as a multiset.
+before: %a = exp(%x); %b = exp(%x); %c = add(%a, %b)
+after:  %a = exp(%x); %c = add(%a, %a)
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from aot.ir.graph import Graph, Node, Value
+from aot.passes.base import Pass
+
+COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor"})
+
+
+def _attr_key(value: Any) -> Hashable:
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value).tobytes()).digest())
+    if isinstance(value, tuple):
+        return tuple(_attr_key(v) for v in value)
+    if isinstance(value, float) and value != value:
+        return ("nan",)
+    return (type(value).__name__, value)
+
+
+def node_key(node: Node, number: dict[int, int]) -> Hashable:
+    """What makes two nodes compute the same value: op, input numbers, attributes, type."""
+    inputs = [number[id(v)] for v in node.inputs]
+    if node.op in COMMUTATIVE:
+        inputs.sort()
+    attrs = tuple((k, _attr_key(node.attrs[k])) for k in sorted(node.attrs))
+    return (node.op, tuple(inputs), attrs, str(node.out.type))
+
+
+class CommonSubexprElim(Pass):
+    name = "cse"
+
+    def run(self, graph: Graph) -> bool:
+        # value numbers by position: deterministic, and equal values share a number
+        number: dict[int, int] = {id(v): i for i, v in enumerate(graph.inputs)}
+        first: dict[Hashable, Value] = {}
+        replaced: dict[int, Value] = {}
+        dead: list[Node] = []
+        for node in graph.nodes:
+            node.inputs = [replaced.get(id(v), v) for v in node.inputs]
+            key = node_key(node, number)
+            earlier = first.get(key)
+            if earlier is None:
+                first[key] = node.out
+                number[id(node.out)] = len(number)
+            else:
+                replaced[id(node.out)] = earlier
+                number[id(node.out)] = number[id(earlier)]
+                dead.append(node)
+        graph.outputs = [replaced.get(id(v), v) for v in graph.outputs]
+        graph.remove_nodes(dead)
+        self.summary = f"{len(dead)} duplicate node(s) merged" if dead else "no duplicates"
+        return bool(dead)
