@@ -1,0 +1,266 @@
+"""Direct f32 convolution over the packed weights of the layout pass.
+
+The layout pass writes a 2-d conv with a constant weight as a conv over
+x5 = reshape(x) [N, C, H, W, 1] and Wp [OB, C/g, KH, KW, L]: one block of L
+output channels lives in the vector lanes (in reverse lane order), then the
+unpack chain transpose -> reshape [N, OB*L, OH, OW] (-> slice [N, O, OH, OW]).
+
+Work item: (n, channel block ob, output row oh, a run of up to MAX_PIXELS
+output columns). Per item, one accumulator vector per output pixel:
+
+    for i in 0..KH:  h = oh*sh + i*dh - ph;  skip the row if h is padding
+      for c in 0..C/g:
+        for j in 0..KW (unrolled):  w = Wp[ob, c, i, j, :]
+          for p in pixels (unrolled):  acc[p] = fma(splat(x[n, g*C/g + c, h, (ow0+p)*sw + j*dw - pw]), w, acc[p])
+
+A run whose columns all stay inside the input takes a variant without
+bounds checks; border runs clamp the column and select 0 for padding. The
+fused epilogue runs per output element on the accumulator lane (see gemm.py).
+Not handled here (elemental path): convs the layout pass leaves unpacked
+(depthwise and other narrow groups, non-2-d, transposed, non-f32).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from aot.codegen.cpu.gemm import (
+    Epilogue, LinkCheck, branch, fma, is_unpadding_slice, load_vector, register, splat, store_epilogue,
+    store_vector, vector_of,
+)
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.math import F32
+from aot.codegen.cpu.target import CpuTarget
+from aot.ir.graph import Node, Value
+from aot.ir.types import DType
+from aot.plan import Kernel
+
+# output pixels per work item: one accumulator vector each (leaves room for
+# the weight vector and the broadcast in 16 registers)
+MAX_PIXELS = 12
+ZERO = const_i64(0)
+
+
+def is_packed_conv(node: Node) -> bool:
+    """conv(x5 [N, C, H, W, 1], Wp [OB, C/g, KH, KW, L]) with the lane padding of the layout pass."""
+    if node.op != "conv" or node.out.type.dtype is not DType.F32:
+        return False
+    x5, wp = node.inputs
+    if x5.type.rank != 5 or x5.type.shape[-1] != 1 or wp.producer is None or wp.producer.op != "constant":
+        return False
+    lanes = wp.type.shape[-1]
+    attrs = node.attrs
+    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1, 1))):
+        return False
+    return attrs["strides"][-1] == 1 and attrs["dilation"][-1] == 1 and attrs["padding"][-1] == (lanes - 1, lanes - 1)
+
+
+def _is_nchw_transpose(node: Node, source: Value) -> bool:
+    return node.op == "transpose" and node.attrs["perm"] == (0, 1, 4, 2, 3)
+
+
+def _is_channel_reshape(node: Node, source: Value) -> bool:
+    n, blocks, lanes, oh, ow = source.type.shape
+    return node.op == "reshape" and node.out.type.shape == (n, blocks * lanes, oh, ow)
+
+
+CONV_LINKS: tuple[LinkCheck, ...] = (_is_nchw_transpose, _is_channel_reshape, is_unpadding_slice)
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    blocks: int  # OB
+    group_channels: int  # C/g
+    kh: int
+    kw: int
+    lanes: int
+    out_channels: int  # O (logical)
+    oh: int
+    ow: int
+    groups: int
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pad_low: tuple[int, int]
+    pixels: int  # columns per full run
+    runs: int  # runs per output row
+
+    @property
+    def tail(self) -> int:
+        return self.ow - (self.runs - 1) * self.pixels
+
+    @property
+    def items(self) -> int:
+        return self.batch * self.blocks * self.oh * self.runs
+
+    @staticmethod
+    def of(epilogue: Epilogue) -> ConvGeometry:
+        conv = epilogue.contraction
+        x5, wp = conv.inputs
+        n, c, h, w, _ = x5.type.shape
+        blocks, cg, kh, kw, lanes = wp.type.shape
+        _, _, oh, ow, _ = conv.out.type.shape
+        out_channels = epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes
+        runs = max(1, -(-ow // MAX_PIXELS))
+        pixels = -(-ow // runs)
+        attrs = conv.attrs
+        return ConvGeometry(
+            n, c, h, w, blocks, cg, kh, kw, lanes, out_channels, oh, ow, attrs["groups"],
+            tuple(attrs["strides"][:2]), tuple(attrs["dilation"][:2]), (attrs["padding"][0][0], attrs["padding"][1][0]),
+            pixels, runs,
+        )
+
+    def rows_always_inside(self) -> bool:
+        low = -self.pad_low[0]
+        high = (self.oh - 1) * self.strides[0] + (self.kh - 1) * self.dilation[0] - self.pad_low[0]
+        return low >= 0 and high < self.height
+
+    def columns_always_inside(self) -> bool:
+        low = -self.pad_low[1]
+        high = (self.ow - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1] - self.pad_low[1]
+        return low >= 0 and high < self.width
+
+
+def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
+    epilogue = Epilogue.find(kernel, is_packed_conv, CONV_LINKS)
+    if epilogue is None or id(epilogue.contraction.inputs[1]) not in {id(p) for p in kernel.params}:
+        return None
+    return epilogue
+
+
+def _conv_applies(kernel: Kernel, target: CpuTarget) -> bool:
+    return _conv_epilogue(kernel) is not None
+
+
+def _conv_items(kernel: Kernel) -> int:
+    epilogue = _conv_epilogue(kernel)
+    assert epilogue is not None
+    return ConvGeometry.of(epilogue).items
+
+
+def _emit_conv(ctx: KernelContext) -> None:
+    epilogue = _conv_epilogue(ctx.kernel)
+    assert epilogue is not None
+    g = ConvGeometry.of(epilogue)
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
+        n, ob, oh, run = delinearize(b, item, (g.batch, g.blocks, g.oh, g.runs), f"{name}.item")
+        ow0 = b.mul(run, const_i64(g.pixels), name=f"{name}.ow0", flags=["nuw", "nsw"])
+        at = _Item(n, ob, oh, ow0)
+
+        def width(pixels: int) -> None:
+            if g.columns_always_inside():
+                _conv_run(ctx, epilogue, g, at, pixels, checked=False)
+                return
+            inside = _run_inside(b, g, ow0, pixels)
+            branch(b, inside, lambda: _conv_run(ctx, epilogue, g, at, pixels, checked=False),
+                   lambda: _conv_run(ctx, epilogue, g, at, pixels, checked=True))
+
+        last = b.icmp_unsigned("==", run, const_i64(g.runs - 1)) if g.tail != g.pixels else None
+        branch(b, last, lambda: width(g.tail), lambda: width(g.pixels))
+
+
+@dataclass(frozen=True)
+class _Item:
+    n: ir.Value
+    ob: ir.Value
+    oh: ir.Value
+    ow0: ir.Value
+
+
+def _run_inside(b: ir.IRBuilder, g: ConvGeometry, ow0: ir.Value, pixels: int) -> ir.Value:
+    """Every input column the run reads is inside the input (no padding)."""
+    first = b.sub(b.mul(ow0, const_i64(g.strides[1])), const_i64(g.pad_low[1]))
+    span = (pixels - 1) * g.strides[1] + (g.kw - 1) * g.dilation[1]
+    low_ok = b.icmp_signed(">=", first, ZERO)
+    high_ok = b.icmp_signed("<", b.add(first, const_i64(span)), const_i64(g.width))
+    return b.and_(low_ok, high_ok, name="run.inside")
+
+
+def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, pixels: int, checked: bool) -> None:
+    """Accumulate and store `pixels` output columns (compile-time count) of one item."""
+    b, e = ctx.builder, ctx.elemental
+    conv = epilogue.contraction
+    x5, wp = conv.inputs
+    name = conv.out.name
+    vec = vector_of(g.lanes)
+    weights = ctx.params[id(wp)]
+    slots = [e.alloca(vec, f"{name}.acc{p}") for p in range(pixels)]
+    for slot in slots:
+        b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
+    blocks_per_group = g.blocks // g.groups
+    channel_base = b.mul(b.udiv(at.ob, const_i64(blocks_per_group)), const_i64(g.group_channels), name=f"{name}.cbase")
+    columns = []  # (position, in-bounds or None) per (j, p)
+    for j in range(g.kw):
+        row = []
+        for p in range(pixels):
+            col = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
+            pos = b.add(b.mul(col, const_i64(g.strides[1])), const_i64(j * g.dilation[1] - g.pad_low[1]), name=f"{name}.w{j}_{p}")
+            if checked:
+                ok = b.icmp_unsigned("<", pos, const_i64(g.width))
+                row.append((b.select(ok, pos, ZERO), ok))
+            else:
+                row.append((pos, None))
+        columns.append(row)
+    zero = ir.Constant(F32, 0.0)
+    with for_range(b, 0, g.kh, f"{name}.i") as i:
+        h = b.add(b.mul(at.oh, const_i64(g.strides[0])), b.sub(b.mul(i, const_i64(g.dilation[0])), const_i64(g.pad_low[0])), name=f"{name}.h")
+        row_ok = None if g.rows_always_inside() else b.icmp_unsigned("<", h, const_i64(g.height), name=f"{name}.h.inb")
+
+        def channels() -> None:
+            with for_range(b, 0, g.group_channels, f"{name}.c") as c:
+                e.push_scope()
+                channel = b.add(channel_base, c, name=f"{name}.ch")
+                tap = b.mul(b.add(b.mul(b.add(b.mul(at.ob, const_i64(g.group_channels)), c), const_i64(g.kh)), i), const_i64(g.kw * g.lanes))
+                accs = [b.load(slot) for slot in slots]
+                for j in range(g.kw):
+                    w = load_vector(b, weights, b.add(tap, const_i64(j * g.lanes)), g.lanes, f"{name}.wv{j}")
+                    for p in range(pixels):
+                        pos, ok = columns[j][p]
+                        xv = e.value(x5, [at.n, channel, h, pos, ZERO])
+                        if ok is not None:
+                            xv = b.select(ok, xv, zero)
+                        accs[p] = fma(b, splat(b, xv, g.lanes, f"{name}.x"), w, accs[p], f"{name}.acc{p}")
+                for slot, acc in zip(slots, accs):
+                    b.store(acc, slot)
+                e.pop_scope()
+
+        if row_ok is None:
+            channels()
+        else:
+            with b.if_then(row_ok):
+                channels()
+    _conv_store(ctx, epilogue, g, at, slots)
+
+
+def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, slots: list[ir.Value]) -> None:
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    lanes = g.lanes
+    for p, slot in enumerate(slots):
+        acc = b.load(slot, name=f"{name}.px{p}")
+        ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
+        if epilogue.root_is_contraction:  # [N, OB, OH, OW, L] in the conv's own (reversed) lane order
+            pixel = b.add(b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.blocks)), at.ob), const_i64(g.oh)), at.oh), const_i64(g.ow)), ow)
+            reverse = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes - 1, -1, -1)))
+            natural = b.shuffle_vector(acc, ir.Constant(acc.type, None), reverse, name=f"{name}.natural")
+            store_vector(b, ctx.out_ptr, b.mul(pixel, const_i64(lanes)), natural, f"{name}.store{p}")
+            continue
+        o0 = b.mul(at.ob, const_i64(lanes), name=f"{name}.o0", flags=["nuw", "nsw"])
+        left = b.sub(const_i64(g.out_channels), o0)
+        count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
+        with for_range(b, 0, count, f"{name}.od{p}") as od:
+            scalar = b.extract_element(acc, b.sub(const_i64(lanes - 1), od), name=f"{name}.v")
+            o = b.add(o0, od, flags=["nuw", "nsw"])
+            linear = b.add(b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow)), ow)
+            store_epilogue(ctx, epilogue, scalar, [at.n, o, at.oh, ow], linear)
+
+
+CONV_EMITTER = BodyEmitter(_conv_applies, _conv_items, _emit_conv)
+register(CONV_EMITTER)
