@@ -83,9 +83,16 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: 
             "cpu": code.target.cpu, "features": code.target.features, "entry": "aot_model_entry",
         }],
         "kernels": [
-            {"name": k.name, "symbol": symbol, "work": work, "ops": k.ops}
+            {"name": k.name, "symbol": symbol, "work": work, "ops": k.ops,
+             "output": k.root.name, "inputs": [p.name for p in k.params], "reason": k.reason}
             for k, (symbol, work) in zip(plan.kernels, code.kernels)
         ],
+        # per arena buffer: offset, size and live interval in kernel steps (for `aot inspect --memory-plan`)
+        "memory_plan": plan.notes.get("memory_plan", []),
+        # where every kernel input/output lives (for `aot inspect --graph`); a list, since the
+        # runtime's JSON reader caps object members
+        "values": [{"name": name, "kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
+                   for name, s in sorted(plan.slices.items())],
     }
 
 
