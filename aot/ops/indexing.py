@@ -146,6 +146,8 @@ def _gather_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorTyp
     dims = GatherDims(TensorType(out.dtype, operand.shape), TensorType(DType.I64, indices.shape), attrs)
     start_map, batching_map = dims.start_map(), dims.batching_map()
     window_shape = tuple(dims.slice_sizes[d] for d in dims.window_operand_dims)
+    if operand.size == 0:  # only zero-size (collapsed) slices fit: nothing to read
+        return np.zeros(out.shape, dtype=operand.dtype)
     blocks = np.zeros(dims.batch_shape + window_shape, dtype=operand.dtype)
     for batch_index in itertools.product(*(range(n) for n in dims.batch_shape)):
         vector = _index_vector(indices, batch_index, dims.index_vector_dim)

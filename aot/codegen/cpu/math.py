@@ -7,8 +7,10 @@ loops that call it vectorize after inlining. Functions are emitted for f32
 and f64; the f32 versions of erf, sin, cos and pow compute in f64.
 
 Accuracy (checked against numpy in tests/test_codegen_cpu_math.py): exp, log,
-tanh, logistic within ~2 ulp; erf, sin, cos, pow within ~1 ulp of f32. sin and
-cos give NaN for |x| >= 2^20 (no Payne-Hanek reduction).
+tanh, logistic within ~2 ulp; erf, sin, cos, pow within ~1 ulp of f32. sin,
+cos and tan give NaN for |x| >= 2^20 (no Payne-Hanek reduction). expm1,
+log1p, tan and atan2 compute f32 in f64 (tests/test_codegen_new_ops.py);
+fmod is exact (integer long division of the significands).
 """
 from __future__ import annotations
 
@@ -174,6 +176,22 @@ class MathLib:
 
     def pow(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
         return self._call(b, "pow", [x, y], _pow_body, wide=True)
+
+    def expm1(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return self._call(b, "expm1", [x], _expm1_body, wide=True)
+
+    def log1p(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return self._call(b, "log1p", [x], _log1p_body, wide=True)
+
+    def tan(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return self._call(b, "tan", [x], _tan_body, wide=True)
+
+    def atan2(self, b: ir.IRBuilder, y: ir.Value, x: ir.Value) -> ir.Value:
+        return self._call(b, "atan2", [y, x], _atan2_body, wide=True)
+
+    def fmod(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+        """C fmod, exact (LLVM's frem would become a libm call)."""
+        return self._call(b, "fmod", [x, y], _fmod_body)
 
 
 # -- bodies: (lib, builder, args, format) -> result ------------------------------------
@@ -366,6 +384,155 @@ def _pow_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
     unit = b.or_(b.fcmp_ordered("==", x, fmt.c(1.0)), b.fcmp_ordered("==", y, fmt.c(0.0)))
     unit = b.or_(unit, b.and_(b.fcmp_ordered("==", ax, fmt.c(1.0)), b.fcmp_ordered("==", lib.fabs(b, y), fmt.c(math.inf))))
     return b.select(unit, fmt.c(1.0), result)
+
+
+def _expm1_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
+    """x = k ln2 + r, |r| <= ln2/2; expm1(r) by its series; then 2^k (expm1(r) + 1) - 1 arranged
+    so no step cancels: k = 0 gives expm1(r) itself (exact for tiny x)."""
+    (x,) = args
+    xc = b.select(b.fcmp_ordered(">", x, fmt.c(710.0)), fmt.c(710.0), x)
+    xc = b.select(b.fcmp_ordered("<", xc, fmt.c(-60.0)), fmt.c(-60.0), xc)
+    ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+    k = _round_magic(b, b.fmul(xc, fmt.c(1.0 / math.log(2.0))), fmt)
+    r = b.fsub(b.fsub(xc, b.fmul(k, fmt.c(ln2_hi))), b.fmul(k, fmt.c(ln2_lo)))
+    # expm1(r) = r * (1 + r/2 + r^2/6 + ...): the leading r keeps -0.0 and tiny r exact
+    em = b.fmul(r, _horner(b, r, [1.0 / math.factorial(n + 1) for n in range(17)], fmt))
+    n = b.fptosi(b.select(_is_nan(b, k), fmt.c(0.0), k), fmt.ity)
+    n1 = b.ashr(n, fmt.ci(1))
+    scale = (_pow2(b, n1, fmt), _pow2(b, b.sub(n, n1), fmt))  # 2^k in two normal factors
+
+    def scaled(v: ir.Value) -> ir.Value:
+        return b.fmul(b.fmul(v, scale[0]), scale[1])
+
+    one = fmt.c(1.0)
+    # 1 <= k <= 52: 2^k (em + (1 - 2^-k)), 1 - 2^-k exact; k < 0 or k > 52: 2^k (em + 1) - 1
+    mid = scaled(b.fadd(em, b.fsub(one, _pow2_negative(b, n, fmt))))
+    other = b.fsub(scaled(b.fadd(em, one)), one)
+    in_mid = b.and_(b.icmp_signed(">=", n, fmt.ci(1)), b.icmp_signed("<=", n, fmt.ci(52)))
+    result = b.select(in_mid, mid, other)
+    result = b.select(b.icmp_signed("==", n, fmt.ci(0)), em, result)
+    return b.select(_is_nan(b, x), x, result)
+
+
+def _pow2_negative(b: ir.IRBuilder, n: ir.Value, fmt: FloatFormat) -> ir.Value:
+    """2^-n for 1 <= n <= 52 (other n give some normal power of two, unused by callers)."""
+    clamped = b.select(b.icmp_signed("<", n, fmt.ci(1)), fmt.ci(1), n)
+    clamped = b.select(b.icmp_signed(">", clamped, fmt.ci(60)), fmt.ci(60), clamped)
+    return _pow2(b, b.sub(fmt.ci(0), clamped), fmt)
+
+
+def _log1p_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
+    """Kahan's trick: u = 1 + x; log1p(x) = x * log(u) / (u - 1), which cancels u's rounding error."""
+    (x,) = args
+    u = b.fadd(fmt.c(1.0), x)
+    corrected = b.fmul(lib.log(b, u), b.fdiv(x, b.fsub(u, fmt.c(1.0))))
+    result = b.select(b.fcmp_ordered("==", u, fmt.c(1.0)), x, corrected)
+    result = b.select(b.fcmp_ordered("==", x, fmt.c(-1.0)), fmt.c(-math.inf), result)
+    return b.select(b.fcmp_ordered("==", x, fmt.c(math.inf)), x, result)
+
+
+def _tan_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
+    (x,) = args
+    r, quadrant = _quadrant_reduce(lib, b, x, fmt)
+    s, c = _sin_cos_poly(b, r, fmt)
+    odd = b.trunc(quadrant, ir.IntType(1))
+    # even quadrant: sin/cos; odd: -cos/sin
+    result = b.select(odd, b.fdiv(b.fneg(c), s), b.fdiv(s, c))
+    return _outside_range_nan(lib, b, x, result, fmt)
+
+
+_ATAN_TERMS = 24  # |u| <= tan(pi/8): u^(2n+1)/(2n+1) < 2^-55 by n = 24
+_PI = (3.14159265358979311600e+00, 1.22464679914735317723e-16)
+
+
+def _atan_reduced(lib: MathLib, b: ir.IRBuilder, t: ir.Value, fmt: FloatFormat) -> ir.Value:
+    """atan(t) for 0 <= t <= 1: pi/4 + atan((t-1)/(t+1)) above tan(pi/8), then the odd series."""
+    big = b.fcmp_ordered(">", t, fmt.c(math.sqrt(2.0) - 1.0))
+    u = b.select(big, b.fdiv(b.fsub(t, fmt.c(1.0)), b.fadd(t, fmt.c(1.0))), t)
+    u2 = b.fmul(u, u)
+    series = b.fmul(u, _horner(b, u2, [(-1) ** n / (2 * n + 1) for n in range(_ATAN_TERMS)], fmt))
+    quarter = b.fadd(fmt.c(_PI[0] / 4), b.fadd(series, fmt.c(_PI[1] / 4)))
+    return b.select(big, quarter, series)
+
+
+def _atan2_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
+    """atan2(y, x) from atan(min/max) of the magnitudes (no overflow), then the octant fix-ups."""
+    y, x = args
+    ay, ax = lib.fabs(b, y), lib.fabs(b, x)
+    swap = b.fcmp_ordered(">", ay, ax)
+    hi = b.select(swap, ay, ax)
+    lo = b.select(swap, ax, ay)
+    t = b.fdiv(lo, hi)
+    t = b.select(b.fcmp_ordered("==", hi, fmt.c(0.0)), fmt.c(0.0), t)  # atan2(+-0, +-0)
+    both_inf = b.and_(b.fcmp_ordered("==", ay, fmt.c(math.inf)), b.fcmp_ordered("==", ax, fmt.c(math.inf)))
+    t = b.select(both_inf, fmt.c(1.0), t)
+    angle = _atan_reduced(lib, b, t, fmt)
+    angle = b.select(swap, b.fadd(b.fsub(fmt.c(_PI[0] / 2), angle), fmt.c(_PI[1] / 2)), angle)
+    x_negative = b.icmp_signed("<", b.bitcast(x, fmt.ity), fmt.ci(0))  # sign bit: -0.0 counts
+    angle = b.select(x_negative, b.fadd(b.fsub(fmt.c(_PI[0]), angle), fmt.c(_PI[1])), angle)
+    result = lib.copysign(b, angle, y)
+    return b.select(b.or_(_is_nan(b, x), _is_nan(b, y)), fmt.c(math.nan), result)
+
+
+def _fmod_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
+    """Exact fmod: the significands' remainder by integer long division, a few exponent bits a step.
+
+    With |x| = mx 2^ex and |y| = my 2^ey (my < 2^(mant+1)), r = mx mod my, then
+    for each step of s <= 63 - (mant+1) bits: r = (r << s) mod my. The result
+    r 2^ey is exact, its sign the dividend's.
+    """
+    x, y = args
+    i64 = ir.IntType(64)
+    width = fmt.mant + 1
+    step = 63 - width
+    ax, ay = lib.fabs(b, x), lib.fabs(b, y)
+
+    def split(v: ir.Value) -> tuple[ir.Value, ir.Value]:
+        bits = b.bitcast(v, fmt.ity)
+        field = b.lshr(bits, fmt.ci(fmt.mant))
+        mant = b.and_(bits, fmt.ci((1 << fmt.mant) - 1))
+        normal = b.icmp_unsigned("!=", field, fmt.ci(0))
+        significand = b.select(normal, b.or_(mant, fmt.ci(1 << fmt.mant)), mant)
+        exponent = b.select(normal, field, fmt.ci(1))  # subnormals: exponent 1, no implicit bit
+        return b.zext(significand, i64) if fmt.ity.width < 64 else significand, b.sext(exponent, i64) if fmt.ity.width < 64 else exponent
+
+    mx, ex = split(ax)
+    my, ey = split(ay)
+    special = b.or_(b.or_(_is_nan(b, x), _is_nan(b, y)), b.fcmp_ordered("==", ay, fmt.c(0.0)))
+    special = b.or_(special, b.fcmp_ordered("==", ax, fmt.c(math.inf)))
+    passthrough = b.fcmp_ordered("<", ax, ay)  # also y = inf with x finite, and x = 0
+    my_safe = b.select(b.icmp_unsigned("==", my, i64(0)), i64(1), my)
+    fn = b.function
+    start = b.block
+    head = fn.append_basic_block("fmod.head")
+    body = fn.append_basic_block("fmod.body")
+    done = fn.append_basic_block("fmod.done")
+    r0 = b.urem(mx, my_safe)
+    gap0 = b.sub(ex, ey)
+    gap0 = b.select(b.or_(special, passthrough), i64(0), gap0)  # no loop for the early answers
+    b.branch(head)
+    b.position_at_end(head)
+    r = b.phi(i64, name="fmod.r")
+    gap = b.phi(i64, name="fmod.gap")
+    r.add_incoming(r0, start)
+    gap.add_incoming(gap0, start)
+    b.cbranch(b.icmp_signed(">", gap, i64(0)), body, done)
+    b.position_at_end(body)
+    shift = b.select(b.icmp_signed(">", gap, i64(step)), i64(step), gap)
+    r_next = b.urem(b.shl(r, shift), my_safe)
+    r.add_incoming(r_next, body)
+    gap.add_incoming(b.sub(gap, shift), body)
+    b.branch(head)
+    b.position_at_end(done)
+    # r 2^(ey - bias - mant), in two normal power-of-two factors (the product is exact)
+    value = b.sitofp(r, fmt.ty)
+    e = b.sub(ey, i64(fmt.bias + fmt.mant))
+    e = b.trunc(e, fmt.ity) if fmt.ity.width < 64 else e
+    e1 = b.ashr(e, fmt.ci(1))
+    value = b.fmul(b.fmul(value, _pow2(b, e1, fmt)), _pow2(b, b.sub(e, e1), fmt))
+    result = lib.copysign(b, value, x)
+    result = b.select(passthrough, x, result)
+    return b.select(special, fmt.c(math.nan), result)
 
 
 def _floor_exact(lib: MathLib, b: ir.IRBuilder, x: ir.Value, fmt: FloatFormat) -> ir.Value:
