@@ -21,6 +21,7 @@ from aot.passes.cse import CommonSubexprElim
 from aot.passes.dce import DeadCodeElim
 from aot.passes.fold_scale import FoldScale
 from aot.passes.fusion import explain, fuse
+from aot.passes.layout import Layout
 from aot.passes.output_copies import OutputCopies
 from aot.passes.simplify import Simplify
 from aot.plan import ExecutionPlan
@@ -29,7 +30,7 @@ MAX_ROUNDS = 8
 
 
 def default_passes() -> list[Pass]:
-    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies()]
+    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies(), Layout()]
 
 
 @dataclass
