@@ -180,6 +180,7 @@ class _Parser:
         if self.accept("attributes"):
             self.attr_dict()
         body = self.region_body(allow_args=False)
+        body.args = [(arg[0], arg[1]) for arg in args]
         loc = self.loc()
         return Func(name, visibility, args, result_types, result_attrs, body, Pos(start.line, start.col, loc))
 
