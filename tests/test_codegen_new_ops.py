@@ -245,3 +245,27 @@ def test_reduce_window_dilations(kind, rng):
     g.add_output(b.op("reduce_window", [x], kind=kind, window=(3, 2), strides=(2, 1), padding=((0, 0), (0, 1)),
                       base_dilation=(2, 3), window_dilation=(2, 2)), "b")
     check(g, {"x": x_val}, tol=dict(rtol=1e-5, atol=1e-6))
+
+
+# -- through the whole pipeline ------------------------------------------------------------------
+def test_pipeline_fuses_and_runs_the_new_ops(rng):
+    """Fusion, buffer assignment and planning over gather/scatter/sort/reverse, then the compiled plan."""
+    from aot.pipeline import run_pipeline
+
+    x_val = rng.standard_normal((6, 5)).astype(np.float32)
+    i_val = np.array([5, 1, 1, 0], np.int32)
+    g, b, (x, i) = graph_with_inputs(("x", DType.F32, (6, 5)), ("i", DType.I32, (4,)))
+    e = b.op("exp", [x])
+    rows = b.op("gather", [e, i], offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,),
+                index_vector_dim=1, slice_sizes=(1, 5))
+    scaled = b.op("mul", [rows, b.op("reverse", [rows], dims=(1,))])
+    order = b.op("argsort", [scaled], dim=1, descending=False, dtype=DType.I32)
+    values = b.op("sort", [scaled], dim=0, descending=True)
+    added = b.op("scatter", [e, i, values], kind="add", **ROWS)
+    g.add_output(order, "order")
+    g.add_output(b.op("tanh", [added]), "out")
+    feeds = {"x": x_val, "i": i_val}
+    want = interpret(g, feeds)
+    got = Compiled(run_pipeline(g)).run(feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
