@@ -54,7 +54,9 @@ def import_model(model: Any, shapes: Mapping[str, tuple[int, ...]] | None = None
     """Import an ONNX model (path or ModelProto): (graph, source sha256, model name)."""
     source, data, name = _read_source(model)
     if isinstance(source, Path) and source.suffix in (".mlir", ".stablehlo"):
-        raise UnsupportedError(f"'{source}': StableHLO import is not available yet; only ONNX models compile")
+        from aot.importers.stablehlo import import_stablehlo
+
+        return import_stablehlo(source, dict(shapes) if shapes else None), hashlib.sha256(data).hexdigest(), name
     from aot.importers.onnx import import_onnx
 
     graph = import_onnx(source, dict(shapes) if shapes else None)
