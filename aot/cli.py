@@ -164,15 +164,25 @@ def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the manifest and section sizes as JSON")
 @click.option("--extract", type=click.Path(file_okay=False, path_type=Path), help="write every section to a file in DIR")
-def inspect(artifact: Path, as_json: bool, extract: Path | None) -> None:
+@click.option("--memory-plan", "memory_plan", type=click.Path(dir_okay=False, path_type=Path),
+              help="draw the arena plan (buffers over time) as SVG")
+@click.option("--graph", "graph", type=click.Path(dir_okay=False, path_type=Path),
+              help="draw the kernel graph with fused ops grouped: .svg or .dot")
+def inspect(artifact: Path, as_json: bool, extract: Path | None, memory_plan: Path | None, graph: Path | None) -> None:
     """Show what is inside ARTIFACT."""
-    from aot.inspect import describe, extract_sections, summary
+    from aot.inspect import describe, extract_sections, summary, write_graph, write_memory_plan
 
     try:
         info = describe(artifact)
         if extract is not None:
             for path in extract_sections(artifact, extract):
                 click.echo(f"wrote {path}", err=True)
+        if memory_plan is not None:
+            write_memory_plan(info, memory_plan)
+            click.echo(f"wrote {memory_plan}", err=True)
+        if graph is not None:
+            write_graph(info, graph)
+            click.echo(f"wrote {graph}", err=True)
     except AotError as err:
         _fail(err)
         return

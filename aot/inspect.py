@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from aot.artifact import read_artifact
+from aot.errors import AotError
 
 # File names for sections when extracted; others keep their section name.
 _EXTRACT_SUFFIX = {"manifest": ".json", "weights": ".bin"}
@@ -39,11 +40,13 @@ def describe(path: str | Path) -> dict[str, Any]:
         "inputs": manifest.get("inputs", []),
         "outputs": manifest.get("outputs", []),
         "kernels": manifest.get("kernels", []),
+        "kernel_count": len(manifest.get("kernels", [])),
         "arena_bytes": arena.get("bytes"),
         "arena_lower_bound_bytes": arena.get("lower_bound_bytes"),
         "temporaries_bytes": arena.get("temporaries_bytes"),
         "weights_bytes": manifest.get("weights", {}).get("bytes"),
         "code_bytes": code_bytes,
+        "memory_plan": manifest.get("memory_plan", []),
         "sections": sections,
         "manifest": manifest,
     }
@@ -87,3 +90,29 @@ def extract_sections(path: str | Path, out_dir: Path) -> list[Path]:
         target.write_bytes(data)
         written.append(target)
     return written
+
+
+def write_memory_plan(info: dict[str, Any], path: Path) -> None:
+    """SVG of the arena plan; needs the manifest's memory_plan (compilers since the pipeline issue write it)."""
+    from aot.visualize import memory_plan_svg
+
+    manifest = info["manifest"]
+    if "memory_plan" not in manifest:
+        raise AotError(f"{info['file']}: the manifest has no memory_plan (compiled by an older aot); recompile it")
+    _write(path, memory_plan_svg(manifest))
+
+
+def write_graph(info: dict[str, Any], path: Path) -> None:
+    """The kernel graph as DOT text (`.dot`) or SVG (anything else)."""
+    from aot.visualize import kernel_graph_dot, kernel_graph_svg
+
+    manifest = info["manifest"]
+    text = kernel_graph_dot(manifest) if path.suffix == ".dot" else kernel_graph_svg(manifest)
+    _write(path, text)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise AotError(f"cannot write '{path}': {err.strerror}") from None

@@ -77,7 +77,8 @@ def _rewrite_to_fixed_point(graph: Graph, options: PipelineOptions, dumper: _Dum
             summary = getattr(p, "summary", "")
             if changed and summary:
                 what += f": {summary}"
-            dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  round {round_index + 1}: {what}")
+            if changed or round_index == 0:  # later rounds: only what changed, so -v stays short
+                dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  round {round_index + 1}: {what}")
         if not any_change:
             break
 
