@@ -494,7 +494,9 @@ def _fmod_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFo
         normal = b.icmp_unsigned("!=", field, fmt.ci(0))
         significand = b.select(normal, b.or_(mant, fmt.ci(1 << fmt.mant)), mant)
         exponent = b.select(normal, field, fmt.ci(1))  # subnormals: exponent 1, no implicit bit
-        return b.zext(significand, i64) if fmt.ity.width < 64 else significand, b.sext(exponent, i64) if fmt.ity.width < 64 else exponent
+        if fmt.ity.width == 64:
+            return significand, exponent
+        return b.zext(significand, i64), b.zext(exponent, i64)  # both non-negative
 
     mx, ex = split(ax)
     my, ey = split(ay)
