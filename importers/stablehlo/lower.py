@@ -203,8 +203,9 @@ def _entry(module: Module) -> Func:
 def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[int, ...]]) -> list[Value]:
     values = []
     known: list[str] = []
+    forwarded = _forwarded_names(module, func)
     for i, (ssa, ttype, attrs, loc) in enumerate(func.args):
-        name = _sanitize(str(attrs.get("jax.arg_info", "")) or simple_name(loc) or "") or f"arg{i}"
+        name = _sanitize(_arg_name(attrs, loc) or forwarded.get(ssa, "")) or f"arg{i}"
         known.append(name)
         given = shapes.pop(name, None)
         alias = shapes.pop(f"arg{i}", None)
@@ -229,6 +230,27 @@ def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[in
     if shapes:
         raise ModelError(f"{module.source}: --shape names unknown input(s) {sorted(shapes)}; inputs are {known}")
     return values
+
+
+def _arg_name(attrs: dict, loc: tuple[str, ...]) -> str:
+    return str(attrs.get("jax.arg_info", "")) or simple_name(loc) or ""
+
+
+def _forwarded_names(module: Module, func: Func) -> dict[str, str]:
+    """Names of entry arguments passed straight to a named argument of a callee.
+
+    jax.export's @main takes unnamed arguments and forwards them to
+    @_wrapped_jax_export_main, whose arguments carry the Python names.
+    """
+    names: dict[str, str] = {}
+    for op in func.body.ops:
+        callee = op.attrs.get("callee")
+        if op.name not in ("func.call", "call") or not isinstance(callee, Symbol) or callee.name not in module.funcs:
+            continue
+        for ref, (_, _, attrs, loc) in zip(op.operands, module.funcs[callee.name].args):
+            if _arg_name(attrs, loc):
+                names.setdefault(ref, _arg_name(attrs, loc))
+    return names
 
 
 def _elems() -> set[str]:
