@@ -28,22 +28,41 @@ def apply_rules(graph: Graph, table: RuleTable) -> Counter[str]:
     dropped: list[Node] = []
     old_nodes = graph.nodes
     graph.nodes = []
+    renames: list[tuple[Value, str]] = []  # a new result takes the name of the value it replaces
     for node in old_nodes:
         node.inputs = [replaced.get(id(v), v) for v in node.inputs]
         graph.nodes.append(node)
         for name, rule in table.get(node.op, []):
+            count = len(graph.nodes)
             result = rule(node, Builder(graph, loc=node.loc))
             if result is None:
                 continue
             if result.type != node.out.type:  # a rule bug must not corrupt the graph
                 raise AssertionError(f"rule {name} changed the type of %{node.out.name}")
+            if any(n.out is result for n in graph.nodes[count:]):
+                renames.append((result, node.out.name))
             replaced[id(node.out)] = result
             dropped.append(node)
             counts[name] += 1
             break
     graph.outputs = [replaced.get(id(v), v) for v in graph.outputs]
     graph.remove_nodes(dropped)
+    for value, name in renames:
+        _rename(graph, value, name)
     return counts
+
+
+def _rename(graph: Graph, value: Value, name: str) -> None:
+    """Give `value` the (now free) name `name` so dumps diff cleanly across a rewrite.
+
+    Graph has no public rename yet; this keeps its name registry consistent.
+    """
+    names: set[str] = graph._names  # noqa: SLF001
+    if name in names:
+        return
+    names.discard(value.name)
+    value.name = name
+    names.add(name)
 
 
 def splat(value: Value) -> float | int | bool | None:

@@ -1,0 +1,61 @@
+from aot.passes.cse import CommonSubexprElim
+from passes_util import ir, run_pass
+
+
+def test_merges_identical_nodes_and_commutative_operands():
+    p = CommonSubexprElim()
+    changed, out = run_pass(p, """
+        graph @g(%x: f32[4], %y: f32[4]) {
+          %a = exp(%x) : f32[4]
+          %b = exp(%x) : f32[4]
+          %s = add(%a, %y) : f32[4]
+          %t = add(%y, %b) : f32[4]
+          %m = mul(%s, %t) : f32[4]
+          return %m as "m"
+        }""")
+    assert changed and p.summary == "2 duplicate node(s) merged"
+    assert out == ir("""
+        graph @g(%x: f32[4], %y: f32[4]) {
+          %a = exp(%x) : f32[4]
+          %s = add(%a, %y) : f32[4]
+          %m = mul(%s, %s) : f32[4]
+          return %m as "m"
+        }""")
+
+
+def test_merges_constants_with_equal_content():
+    changed, out = run_pass(CommonSubexprElim(), """
+        graph @g(%x: f32[3]) {
+          %c1 = constant() {value = dense<[1.0, 2.0, 3.0]>} : f32[3]
+          %c2 = constant() {value = dense<[1.0, 2.0, 3.0]>} : f32[3]
+          %a = add(%x, %c1) : f32[3]
+          %b = add(%a, %c2) : f32[3]
+          return %b as "b"
+        }""")
+    assert changed and "%c2" not in out and "%b = add(%a, %c1)" in out
+
+
+def test_does_not_merge_when_attributes_differ():
+    text = """
+        graph @g(%x: f32[2,3]) {
+          %a = reduce(%x) {axes = [0], kind = "sum"} : f32[3]
+          %b = reduce(%x) {axes = [0], kind = "max"} : f32[3]
+          %c = add(%a, %b) : f32[3]
+          %s = sub(%x, %x) : f32[2,3]
+          %t = sub(%s, %s) : f32[2,3]
+          return %c as "c", %t as "t"
+        }"""
+    changed, out = run_pass(CommonSubexprElim(), text)
+    assert not changed and out == ir(text)
+
+
+def test_does_not_merge_non_commutative_operands_swapped():
+    text = """
+        graph @g(%x: f32[4], %y: f32[4]) {
+          %a = sub(%x, %y) : f32[4]
+          %b = sub(%y, %x) : f32[4]
+          %c = add(%a, %b) : f32[4]
+          return %c as "c"
+        }"""
+    changed, out = run_pass(CommonSubexprElim(), text)
+    assert not changed and out == ir(text)

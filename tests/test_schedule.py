@@ -1,0 +1,59 @@
+from aot.ir.parser import parse_graph
+from aot.passes.fusion import fuse
+from aot.passes.schedule import list_schedule, peak_live_bytes, schedule
+from passes_util import ir
+
+# two independent branches; the input order computes both big temporaries first
+# (a1, b1 live together; the reductions are outputs), the greedy order finishes one branch before the next
+BRANCHES = """
+    graph @g(%x: f32[1024]) {
+      %a1 = exp(%x) : f32[1024]
+      %b1 = tanh(%x) : f32[1024]
+      %sa = reduce(%a1) {axes = [0], kind = "sum"} : f32[]
+      %sa2 = reduce(%a1) {axes = [0], kind = "max"} : f32[]
+      %sb = reduce(%b1) {axes = [0], kind = "sum"} : f32[]
+      %sb2 = reduce(%b1) {axes = [0], kind = "max"} : f32[]
+      return %sa as "sa", %sa2 as "sa2", %sb as "sb", %sb2 as "sb2"
+    }"""
+
+
+def temporaries(kernels):
+    return {k.root.name for k in kernels if k.root.name in ("a1", "b1", "a", "s")}
+
+
+def roots(kernels):
+    return [k.root.name for k in kernels]
+
+
+def test_greedy_order_lowers_peak_and_stays_topological():
+    kernels = fuse(parse_graph(ir(BRANCHES)))
+    temps = temporaries(kernels)
+    assert roots(kernels) == ["a1", "b1", "sa", "sa2", "sb", "sb2"]
+    ordered = schedule(kernels, temps)
+    assert roots(ordered) == ["a1", "sa", "sa2", "b1", "sb", "sb2"]
+    assert peak_live_bytes(ordered, temps) < peak_live_bytes(kernels, temps)
+    position = {k.root.name: i for i, k in enumerate(ordered)}
+    for k in ordered:
+        for p in k.params:
+            assert p.name not in position or position[p.name] < position[k.root.name]
+    assert [k.name for k in ordered][:2] == ["k0_exp", "k1_reduce"]
+
+
+def test_does_not_reorder_when_greedy_is_no_better():
+    text = """
+        graph @g(%x: f32[1024]) {
+          %a = exp(%x) : f32[1024]
+          %r1 = reduce(%a) {axes = [0], kind = "sum"} : f32[]
+          %r2 = reduce(%a) {axes = [0], kind = "max"} : f32[]
+          return %r2 as "r2", %r1 as "r1"
+        }"""
+    kernels = fuse(parse_graph(ir(text)))
+    assert roots(kernels) == ["a", "r1", "r2"]
+    assert schedule(kernels, temporaries(kernels)) is kernels
+
+
+def test_peak_counts_values_until_their_last_reader():
+    kernels = fuse(parse_graph(ir(BRANCHES)))
+    # a1 and b1 (4 KiB each) are both live while sa..sb2 run in the input order
+    assert peak_live_bytes(kernels, temporaries(kernels)) == 2 * 4096
+    assert peak_live_bytes(list_schedule(kernels, temporaries(kernels)), temporaries(kernels)) == 4096
