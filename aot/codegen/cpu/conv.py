@@ -243,23 +243,37 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
     b = ctx.builder
     name = epilogue.contraction.out.name
     lanes = g.lanes
-    for p, slot in enumerate(slots):
-        acc = b.load(slot, name=f"{name}.px{p}")
-        ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
-        if epilogue.root_is_contraction:  # [N, OB, OH, OW, L] in the conv's own (reversed) lane order
+    pixels = len(slots)
+    accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
+    if epilogue.root_is_contraction:  # [N, OB, OH, OW, L] in the conv's own (reversed) lane order
+        reverse = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes - 1, -1, -1)))
+        for p, acc in enumerate(accs):
+            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
             pixel = b.add(b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.blocks)), at.ob), const_i64(g.oh)), at.oh), const_i64(g.ow)), ow)
-            reverse = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes - 1, -1, -1)))
             natural = b.shuffle_vector(acc, ir.Constant(acc.type, None), reverse, name=f"{name}.natural")
             store_vector(b, ctx.out_ptr, b.mul(pixel, const_i64(lanes)), natural, f"{name}.store{p}")
-            continue
-        o0 = b.mul(at.ob, const_i64(lanes), name=f"{name}.o0", flags=["nuw", "nsw"])
-        left = b.sub(const_i64(g.out_channels), o0)
-        count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
-        with for_range(b, 0, count, f"{name}.od{p}") as od:
-            scalar = b.extract_element(acc, b.sub(const_i64(lanes - 1), od), name=f"{name}.v")
-            o = b.add(o0, od, flags=["nuw", "nsw"])
-            linear = b.add(b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow)), ow)
-            store_epilogue(ctx, epilogue, scalar, [at.n, o, at.oh, ow], linear)
+        return
+    # scratch[od][p] = channel o0+od at pixel p: the epilogue then runs over
+    # contiguous pixels in a loop of constant trip count, which LLVM vectorizes
+    scratch = ctx.elemental.alloca(ir.ArrayType(F32, lanes * pixels), f"{name}.scratch")
+    first = b.gep(scratch, [const_i64(0), const_i64(0)], inbounds=True)
+    for p, acc in enumerate(accs):
+        for lane in range(lanes):
+            value = b.extract_element(acc, ir.Constant(ir.IntType(32), lane))
+            b.store(value, b.gep(first, [const_i64((lanes - 1 - lane) * pixels + p)], inbounds=True), align=4)
+    o0 = b.mul(at.ob, const_i64(lanes), name=f"{name}.o0", flags=["nuw", "nsw"])
+    left = b.sub(const_i64(g.out_channels), o0)
+    count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
+    with for_range(b, 0, count, f"{name}.od") as od:
+        o = b.add(o0, od, flags=["nuw", "nsw"])
+        row = b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow))
+        line = b.mul(od, const_i64(pixels), flags=["nuw", "nsw"])
+        elements = []
+        for p in range(pixels):  # unrolled: see store_epilogue
+            scalar = b.load(b.gep(first, [b.add(line, const_i64(p))], inbounds=True), name=f"{name}.v")
+            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
+            elements.append((scalar, [at.n, o, at.oh, ow], b.add(row, ow)))
+        store_epilogue(ctx, epilogue, elements)
 
 
 CONV_EMITTER = BodyEmitter(_conv_applies, _conv_items, _emit_conv)

@@ -156,17 +156,26 @@ def branch(b: ir.IRBuilder, cond: ir.Value | None, then: Callable[[], None], oth
             otherwise()
 
 
-def store_epilogue(ctx: KernelContext, epilogue: Epilogue, scalar: ir.Value, root_index: list[ir.Value], linear: ir.Value) -> None:
-    """out[linear] = root at root_index, reading `scalar` for the contraction."""
+def store_epilogue(ctx: KernelContext, epilogue: Epilogue, elements: Sequence[tuple[ir.Value, list[ir.Value], ir.Value]]) -> None:
+    """out[linear] = root at root_index, reading `scalar` for the contraction, per (scalar, root_index, linear).
+
+    Every element is computed before the first store: with no store between
+    them, loads of the same operand merge and LLVM's SLP vectorizer turns the
+    isomorphic element chains (activations included) into vector code.
+    """
     e = ctx.elemental
+    b = ctx.builder
     root = ctx.kernel.root
-    e.push_scope()
-    e.substitute(epilogue.contraction.out, scalar)
-    value = e.value(root, root_index)
-    e.substitute(epilogue.contraction.out, None)
-    addr = ctx.builder.gep(ctx.out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
-    ctx.builder.store(e.to_storage(value, root.type.dtype), addr, align=root.type.dtype.itemsize)
-    e.pop_scope()
+    results = []
+    for scalar, root_index, linear in elements:
+        e.push_scope()
+        e.substitute(epilogue.contraction.out, scalar)
+        results.append((e.to_storage(e.value(root, root_index), root.type.dtype), linear))
+        e.substitute(epilogue.contraction.out, None)
+        e.pop_scope()
+    for value, linear in results:
+        addr = b.gep(ctx.out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
+        b.store(value, addr, align=root.type.dtype.itemsize)
 
 
 # == the packed dot ===================================================================
@@ -296,22 +305,40 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
             for j in range(ncb):
                 b.store(fma(b, a, weight_vectors[j], b.load(slots[r][j]), f"{name}.acc{r}_{j}"), slots[r][j])
         e.pop_scope()
+    if epilogue.root_is_contraction:  # packed [.., NB, L] output: store whole vectors
+        for r in range(mr):
+            for j in range(ncb):
+                block = b.add(nb0, const_i64(j), flags=["nuw", "nsw"])
+                at = b.mul(b.add(b.mul(rows[r], const_i64(t.blocks)), block), const_i64(t.lanes))
+                store_vector(b, ctx.out_ptr, at, b.load(slots[r][j]), f"{name}.store{r}_{j}")
+        return
+    # the tile goes through a stack scratch, so the epilogue is one loop over
+    # (row, block) with a body of L unrolled columns (code size: one body)
+    scratch = e.alloca(ir.ArrayType(F32, mr * ncb * t.lanes), f"{name}.scratch")
+    first = b.gep(scratch, [const_i64(0), const_i64(0)], inbounds=True)
     for r in range(mr):
         for j in range(ncb):
-            acc = b.load(slots[r][j], name=f"{name}.tile{r}_{j}")
-            block = b.add(nb0, const_i64(j), flags=["nuw", "nsw"])
-            if epilogue.root_is_contraction:  # packed [.., NB, L] output: store whole vectors
-                at = b.mul(b.add(b.mul(rows[r], const_i64(t.blocks)), block), const_i64(t.lanes))
-                store_vector(b, ctx.out_ptr, at, acc, f"{name}.store{r}_{j}")
-                continue
-            n0 = b.mul(block, const_i64(t.lanes), name=f"{name}.n0", flags=["nuw", "nsw"])
-            left = b.sub(const_i64(t.columns), n0)
-            count = b.select(b.icmp_signed("<", left, const_i64(t.lanes)), left, const_i64(t.lanes), name=f"{name}.lanes")
-            with for_range(b, 0, count, f"{name}.lane{r}_{j}") as lane:
-                scalar = b.extract_element(acc, lane, name=f"{name}.v")
-                n = b.add(n0, lane, flags=["nuw", "nsw"])
-                linear = b.add(b.mul(rows[r], const_i64(t.columns), flags=["nuw", "nsw"]), n, flags=["nuw", "nsw"])
-                store_epilogue(ctx, epilogue, scalar, [*row_index[r], n], linear)
+            store_vector(b, first, const_i64((r * ncb + j) * t.lanes), b.load(slots[r][j]), f"{name}.spill")
+    with for_range(b, 0, mr * ncb, f"{name}.vec") as v:
+        r = b.udiv(v, const_i64(ncb), name=f"{name}.r")
+        row = b.add(m0, r, name=f"{name}.row", flags=["nuw", "nsw"])
+        block = b.add(nb0, b.urem(v, const_i64(ncb)), name=f"{name}.block", flags=["nuw", "nsw"])
+        row_index = delinearize(b, row, free_shape, f"{name}.row")
+        base = b.mul(v, const_i64(t.lanes), flags=["nuw", "nsw"])
+        n0 = b.mul(block, const_i64(t.lanes), name=f"{name}.n0", flags=["nuw", "nsw"])
+        out_row = b.mul(row, const_i64(t.columns), flags=["nuw", "nsw"])
+
+        def lanes(count: int) -> None:
+            elements = []
+            for lane in range(count):
+                scalar = b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
+                n = b.add(n0, const_i64(lane), flags=["nuw", "nsw"])
+                elements.append((scalar, [*row_index, n], b.add(out_row, n, flags=["nuw", "nsw"])))
+            store_epilogue(ctx, epilogue, elements)
+
+        partial = t.columns % t.lanes
+        last = b.icmp_unsigned("==", block, const_i64(t.blocks - 1)) if partial else None
+        branch(b, last, lambda: lanes(partial), lambda: lanes(t.lanes))
 
 
 DOT_EMITTER = BodyEmitter(_dot_applies, _dot_items, _emit_dot)
