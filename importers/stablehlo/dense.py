@@ -35,6 +35,8 @@ def dense_array(lit: DenseLit, ttype: TType) -> np.ndarray:
     shape = tuple(int(d) for d in ttype.shape or ())
     size = int(np.prod(shape, dtype=np.int64))
     if lit.hex_blob is not None:
+        if len(lit.hex_blob) % dtype.itemsize:
+            raise ValueError(f"hex data holds {len(lit.hex_blob)} bytes, not a whole number of {ttype.elem} elements")
         flat = np.frombuffer(lit.hex_blob, dtype=dtype)
         if flat.size == 1 and size != 1:
             return np.full(shape, flat[0], dtype=dtype)

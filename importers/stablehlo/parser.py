@@ -493,8 +493,7 @@ class _Parser:
             op.attrs.update(self.attr_dict())
         _apply_positional(op, positional)
         _normalize_dot(op)
-        if self.at(":"):
-            self.op_signature(op)
+        self.op_signature(op)
 
     def p_return(self, op: Op) -> None:
         if self.peek().kind == "value":
