@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
-
-from aot.errors import AotError, IRError, ModelError, UnsupportedError
+from aot.errors import IRError, ModelError, UnsupportedError
 from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
 
 from . import ops_elementwise, ops_index, ops_nn, ops_shape
-from .context import Ctx
+from .context import DTYPES, Ctx
 from .locations import simple_name
 from .syntax import Block, Func, Module, Op, Symbol, TType
 
@@ -213,7 +211,7 @@ def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[in
         where = f"{module.source}: input '{name}' ({ssa}: {ttype})"
         if ttype.shape is None:
             raise UnsupportedError(f"{where}: only tensor arguments are supported")
-        dtype = Ctx(graph, module).dtype(ttype.elem) if ttype.elem in _elems() else None
+        dtype = DTYPES.get(ttype.elem)
         if dtype is None:
             raise UnsupportedError(f"{where}: element type {ttype.elem} is not supported")
         if given is None:
@@ -253,12 +251,6 @@ def _forwarded_names(module: Module, func: Func) -> dict[str, str]:
     return names
 
 
-def _elems() -> set[str]:
-    from .context import DTYPES
-
-    return set(DTYPES)
-
-
 def _check_declared(cx: Ctx, got: TensorType, declared: TType, what: str) -> None:
     """A declared static type must equal the inferred one; '?' dims accept any size."""
     if declared.shape is None:
@@ -288,8 +280,4 @@ def _sanitize(name: str) -> str:
     return cleaned.strip("_")
 
 
-def constant_array(value: Value, cx: Ctx) -> np.ndarray | None:
-    return cx.const(value)
-
-
-__all__ = ["lower_module", "supported_ops", "OP_TABLE", "AotError"]
+__all__ = ["lower_module", "supported_ops", "OP_TABLE"]

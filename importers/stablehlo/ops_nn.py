@@ -166,7 +166,7 @@ def _reduce_window(cx: Ctx, o: Op, ins: list[Value]) -> list[Value]:
     if any(d != 1 for d in window):
         attrs["window_dilation"] = window
     identity = _init_is_identity(cx, init, kind)
-    if not identity and (kind == "sum" or any(lo or hi for lo, hi in padding) and kind == "sum"):
+    if not identity and kind == "sum":  # each padded position would add the init once more
         raise cx.unsupported("reduce_window sum with a non-zero init is not supported")
     y = cx.op("reduce_window", [x], **attrs)
     if not identity:  # max/min: padding with init or identity gives the same once init joins
