@@ -30,3 +30,63 @@ def test_pipeline_dumps_after_each_changing_pass(tmp_path):
     got = interpret(graph, {"x": np.ones((2, 3), np.float32)})
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+
+
+def test_verbose_lines_say_what_each_pass_changed():
+    graph = parse_graph(ir("""
+        graph @g(%x: f32[2,3]) {
+          %one = constant() {value = dense<1.0>} : f32[]
+          %ob = broadcast(%one) {dims = [], shape = [2, 3]} : f32[2,3]
+          %a = mul(%x, %ob) : f32[2,3]
+          %e1 = exp(%a) : f32[2,3]
+          %e2 = exp(%x) : f32[2,3]
+          %y = add(%e1, %e2) : f32[2,3]
+          return %y as "y"
+        }"""))
+    lines: list[str] = []
+    plan = run_pipeline(graph, PipelineOptions(log=lines.append))
+    text = "\n".join(lines)
+    assert "simplify" in text and "1 rewrite (x*1 -> x: 1)" in text
+    assert "1 duplicate node(s) merged" in text
+    assert any(line.startswith("buffers") and "lower bound" in line for line in lines)
+    assert [k.ops for k in plan.kernels] == [["exp", "add"]]
+
+
+def _in_place_model():
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("d1", "d2")]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [
+        helper.make_node("Exp", ["x"], ["a"]),
+        helper.make_node("ReduceMax", ["a"], ["m"], keepdims=1, axes=[0]),
+        helper.make_node("Sub", ["a", "m"], ["c"]),
+        helper.make_node("ReduceSum", ["c", "axes"], ["d1"], keepdims=0),
+        helper.make_node("ReduceMin", ["c"], ["d2"], keepdims=0, axes=[0]),
+    ]
+    graph = helper.make_graph(nodes, "inplace", [x], outs, [axes])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_in_place_reuse_keeps_numerics(tmp_path):
+    import aot
+    from aot.driver import import_model
+
+    model = _in_place_model()
+    result = aot.compile(model, tmp_path / "m.aot")
+    assert result.plan.notes["in_place"] >= 1
+    assert result.plan.arena_bytes <= result.plan.arena_lower_bound * 1.05
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    got = aot.Session(tmp_path / "m.aot").run(None, {"x": x})
+    graph, _, _ = import_model(model)
+    for g, w in zip(got, interpret(graph, {"x": x})):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4)
+
+
+def test_compile_output_is_deterministic(tmp_path):
+    import aot
+
+    model = _in_place_model()
+    first = aot.compile(model, None).artifact
+    assert aot.compile(model, None).artifact == first
