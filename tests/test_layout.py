@@ -1,0 +1,128 @@
+"""Layout pass: IR in, IR out; packed graphs compute what the originals did (interpreter)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aot.interpreter import interpret
+from aot.ir import Builder, DType, Graph, TensorType
+from aot.ir.printer import print_graph
+from aot.ir.verifier import verify_graph
+from aot.passes.dce import DeadCodeElim
+from aot.passes.layout import Layout, pack_conv_weight, pack_dot_weight
+
+
+def dot_graph(m: int, k: int, n: int, contract: int = 0, dtype: DType = DType.F32) -> Graph:
+    rng = np.random.default_rng(3)
+    g = Graph()
+    x = g.add_input("x", TensorType(dtype, (m, k)))
+    b = Builder(g)
+    w = b.constant(rng.standard_normal((k, n) if contract == 0 else (n, k)).astype(dtype.to_numpy()), name="w")
+    y = b.op("dot", [x, w], name="y", lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(contract,))
+    g.add_output(y, "y")
+    return g
+
+
+def conv_graph(x_shape: tuple[int, ...], out_channels: int, kernel: tuple[int, int], groups: int = 1,
+               strides: tuple[int, int] = (1, 1), padding=((0, 0), (0, 0)), dilation: tuple[int, int] = (1, 1)) -> Graph:
+    rng = np.random.default_rng(4)
+    g = Graph()
+    x = g.add_input("x", TensorType(DType.F32, x_shape))
+    b = Builder(g)
+    w = b.constant(rng.standard_normal((out_channels, x_shape[1] // groups) + kernel).astype(np.float32), name="w")
+    y = b.op("conv", [x, w], name="y", strides=strides, padding=padding, dilation=dilation, groups=groups)
+    g.add_output(y, "y")
+    return g
+
+
+def packed(graph: Graph, lanes: int = 16) -> tuple[bool, Graph]:
+    changed = Layout(lanes).run(graph)
+    DeadCodeElim().run(graph)
+    verify_graph(graph)
+    return changed, graph
+
+
+def test_packs_dot_weight_and_unpacks_output():
+    changed, g = packed(dot_graph(3, 5, 20))
+    assert changed
+    text = print_graph(g)
+    assert "dot(%x, %y.packed_w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[3,2,16]" in text
+    assert "reshape(%y.packed) {shape = [3, 32]} : f32[3,32]" in text
+    assert "slice(%y.rows) {limit = [3, 20], start = [0, 0], stride = [1, 1]} : f32[3,20]" in text
+    assert g.constant_value(g.nodes[0].out).shape == (2, 5, 16)
+
+
+def test_no_slice_when_columns_fill_the_blocks():
+    _, g = packed(dot_graph(2, 3, 16, contract=1), lanes=8)
+    assert [n.op for n in g.nodes] == ["constant", "dot", "reshape"]
+    assert g.nodes[0].out.type.shape == (2, 3, 8)
+
+
+def test_converges_packed_weights_are_not_packed_again():
+    _, g = packed(dot_graph(3, 5, 20))
+    before = print_graph(g)
+    assert not Layout().run(g)
+    assert print_graph(g) == before
+
+
+@pytest.mark.parametrize("m,k,n,contract", [(1, 1, 1, 0), (3, 5, 20, 0), (4, 7, 33, 1), (2, 16, 32, 0), (1, 13, 10, 1)])
+def test_packed_dot_matches_reference(m, k, n, contract):
+    feeds = {"x": np.random.default_rng(5).standard_normal((m, k))}
+    expected = interpret(dot_graph(m, k, n, contract), feeds)
+    _, g = packed(dot_graph(m, k, n, contract))
+    np.testing.assert_array_equal(interpret(g, feeds)[0], expected[0])
+
+
+@pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding,dilation", [
+    ((1, 1, 7, 7), 6, (3, 3), 1, (1, 1), ((1, 1), (1, 1)), (1, 1)),
+    ((2, 3, 9, 8), 20, (3, 2), 1, (2, 1), ((1, 2), (0, 1)), (1, 2)),
+    ((1, 4, 5, 6), 32, (1, 1), 2, (1, 1), ((0, 0), (0, 0)), (1, 1)),
+])
+def test_packed_conv_matches_reference(x_shape, o, kernel, groups, strides, padding, dilation):
+    feeds = {"x": np.random.default_rng(6).standard_normal(x_shape)}
+    expected = interpret(conv_graph(x_shape, o, kernel, groups, strides, padding, dilation), feeds)
+    changed, g = packed(conv_graph(x_shape, o, kernel, groups, strides, padding, dilation))
+    assert changed
+    assert [n.op for n in g.nodes if n.op != "constant"][:2] == ["reshape", "conv"]
+    np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-6, atol=1e-6)
+
+
+def test_pack_conv_weight_reverses_each_block_in_the_lanes():
+    w = np.arange(20 * 2 * 1 * 1, dtype=np.float32).reshape(20, 2, 1, 1)
+    p = pack_conv_weight(w, 16)
+    assert p.shape == (2, 2, 1, 1, 16)
+    assert p[0, 1, 0, 0, 15] == w[0, 1, 0, 0] and p[0, 1, 0, 0, 0] == w[15, 1, 0, 0]
+    assert p[1, 0, 0, 0, 15] == w[16, 0, 0, 0] and not p[1, :, :, :, :12].any()  # channels 20..31 are padding
+
+
+def test_pack_dot_weight_pads_columns_with_zeros():
+    w = np.ones((3, 5), np.float32)
+    p = pack_dot_weight(w, 0, 4)
+    assert p.shape == (2, 3, 4) and p.sum() == 15 and not p[1, :, 1:].any()
+
+
+def test_does_not_pack_depthwise_conv():
+    changed, _ = packed(conv_graph((1, 8, 5, 5), 8, (3, 3), groups=8))
+    assert not changed
+
+
+def test_does_not_pack_non_f32_dot():
+    changed, _ = packed(dot_graph(2, 3, 4, dtype=DType.F64))
+    assert not changed
+
+
+def test_does_not_pack_a_weight_with_other_users():
+    g = dot_graph(2, 3, 4)
+    w = g.nodes[0].out
+    g.add_output(Builder(g).op("neg", [w]), "w_neg")
+    changed, _ = packed(g)
+    assert not changed
+
+
+def test_does_not_pack_non_constant_rhs():
+    g = Graph()
+    x = g.add_input("x", TensorType(DType.F32, (2, 3)))
+    w = g.add_input("w", TensorType(DType.F32, (3, 4)))
+    g.add_output(Builder(g).op("dot", [x, w], lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,)), "y")
+    changed, _ = packed(g)
+    assert not changed
