@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from aot.ir import Value
+from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape
 from .loader import to_dtype
@@ -116,7 +116,12 @@ def _leaky_relu(ctx: Ctx, a: NodeArgs) -> list[Value]:
 @op("PRelu")
 def _prelu(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x, slope = a.inputs
-    scaled = ctx.op("mul", [x, ctx.broadcast_to(slope, x.type.shape)])
+    if slope.type.rank == 1 and x.type.rank > 2 and slope.type.shape[0] == x.type.shape[1] != x.type.shape[-1]:
+        # a per-channel slope (opset < 7 exports): broadcast along dim 1, not right-aligned
+        slope_b = ctx.broadcast_in_dims(slope, x.type.shape, (1,))
+    else:
+        slope_b = ctx.broadcast_to(slope, x.type.shape)
+    scaled = ctx.op("mul", [x, slope_b])
     return [ctx.op("select", [_less_than_zero(ctx, x), scaled, x])]
 
 
@@ -395,7 +400,9 @@ def _bitwise_not(ctx: Ctx, a: NodeArgs) -> list[Value]:
 @op("BitShift")
 def _bit_shift(ctx: Ctx, a: NodeArgs) -> list[Value]:
     direction = a.attr("direction")
-    prim = {"LEFT": "shift_left", "RIGHT": "shift_right_logical"}.get(direction)
+    signed = a.inputs[0].type.dtype in (DType.I8, DType.I16, DType.I32, DType.I64)
+    # right shifts of signed types keep the sign (arithmetic), as onnxruntime and the suite do
+    prim = {"LEFT": "shift_left", "RIGHT": "shift_right_arithmetic" if signed else "shift_right_logical"}.get(direction)
     if prim is None:
         raise ctx.error(f"direction must be LEFT or RIGHT, got {direction!r}")
     _require_prim(ctx, prim)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from aot.ir import Value
+from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
 from .loader import tensor_to_array
@@ -301,8 +301,9 @@ def _pad(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x = a.inputs[0]
     rank = x.type.rank
     mode = a.attr("mode", "constant")
-    if mode != "constant":
-        raise ctx.unsupported(f"mode '{mode}' (only 'constant' is supported)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.unsupported(f"mode '{mode}'")
+    runtime_fill = None
     if ctx.opset >= 11:
         pads = static_ints(ctx, a.inputs[1], "pads")
         fill = a.input(2)
@@ -310,8 +311,9 @@ def _pad(ctx: Ctx, a: NodeArgs) -> list[Value]:
         if fill is not None:
             array = ctx.const(fill)
             if array is None:
-                raise ctx.unsupported("constant_value must be known at compile time")
-            value = array.reshape(-1)[0].item() if array.size else 0
+                runtime_fill = fill  # padded with 0, then the pad region selects this value
+            else:
+                value = array.reshape(-1)[0].item() if array.size else 0
         axes = static_ints(ctx, a.input(3), "axes")
     else:
         pads = [int(p) for p in a.attr("pads", a.attr("paddings", []))]
@@ -337,7 +339,40 @@ def _pad(ctx: Ctx, a: NodeArgs) -> list[Value]:
         low, high = [max(lo, 0) for lo in low], [max(hi, 0) for hi in high]
     if not any(low + high):
         return [x]
-    return [ctx.op("pad", [x], low=tuple(low), high=tuple(high), value=value)]
+    if mode != "constant":
+        return [_pad_from_data(ctx, x, low, high, mode)]
+    padded = ctx.op("pad", [x], low=tuple(low), high=tuple(high), value=value)
+    if runtime_fill is None:
+        return [padded]
+    inside = ctx.op("pad", [ctx.full(True, x.type.with_dtype(DType.BOOL))], low=tuple(low), high=tuple(high), value=0)
+    fill_b = ctx.broadcast_in_dims(ctx.reshape(runtime_fill, ()), padded.type.shape, ())
+    return [ctx.op("select", [inside, padded, fill_b])]
+
+
+def _pad_from_data(ctx: Ctx, x: Value, low: Sequence[int], high: Sequence[int], mode: str) -> Value:
+    """reflect / edge / wrap padding: each axis in turn, the border built from slices of the data."""
+    for axis, (lo, hi) in enumerate(zip(low, high)):
+        if not lo and not hi:
+            continue
+        n = x.type.shape[axis]
+        parts = [_border(ctx, x, axis, n, i, mode) for i in range(-lo, 0)]
+        parts.append(x)
+        parts += [_border(ctx, x, axis, n, i, mode) for i in range(n, n + hi)]
+        x = ctx.op("concat", parts, axis=axis)
+    return x
+
+
+def _border(ctx: Ctx, x: Value, axis: int, n: int, i: int, mode: str) -> Value:
+    """The element at out-of-range position i of an axis of size n, per padding mode."""
+    if mode == "edge":
+        src = min(max(i, 0), n - 1)
+    elif mode == "wrap":
+        src = i % n
+    else:  # reflect: mirror without repeating the edge
+        period = 2 * (n - 1) if n > 1 else 1
+        src = i % period
+        src = period - src if src >= n else src
+    return slice_axis(ctx, x, axis, src, src + 1)
 
 
 @op("DepthToSpace", "SpaceToDepth")

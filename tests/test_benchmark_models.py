@@ -1,0 +1,45 @@
+"""Each benchmark model (models/make_benchmarks.py, torch.onnx exports) compiles and matches onnxruntime.
+
+Skipped cleanly where torch is not installed (it is a tool for making models,
+not a dependency of aot). Models are generated at test time into a temporary
+directory, once per session.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+
+import make_benchmarks  # noqa: E402
+
+import aot  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def bench_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("benchmarks")
+
+
+@pytest.mark.parametrize("name", make_benchmarks.MODELS)
+def test_benchmark_model_matches_onnxruntime(name: str, bench_dir: Path) -> None:
+    model = make_benchmarks.make(name, bench_dir)
+    x = np.load(bench_dir / f"{name}.input.npy")
+    artifact = bench_dir / f"{name}.aot"
+    aot.compile(model, artifact)
+    (ours,) = aot.Session(artifact).run(None, {"x": x})
+    (theirs,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4)
+
+
+def test_benchmark_models_are_seeded(bench_dir: Path) -> None:
+    first = make_benchmarks.make("lenet", bench_dir / "a")
+    second = make_benchmarks.make("lenet", bench_dir / "b")
+    assert first.read_bytes() == second.read_bytes()
