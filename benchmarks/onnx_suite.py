@@ -260,7 +260,7 @@ NEEDS_CONSTANT = re.compile(r"must be (known at compile time|a constant)")
 
 
 def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[str]]:
-    """The model with its small integer inputs turned into initializers holding the case's values.
+    """The model with its small parameter inputs (ints; 1-D floats such as scales) made initializers.
 
     Only when the plain compile asked for a compile-time value, and only for
     inputs whose value is the same in every data set: the frozen model is
@@ -275,7 +275,12 @@ def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[st
     for position, vi in enumerate(_real_inputs(case.model)):
         values = [_as_array(inputs[position]) for inputs, _ in case.data_sets]
         first = values[0]
-        if not isinstance(first, np.ndarray) or first.dtype not in (np.int64, np.int32) or first.size > 64:
+        if not isinstance(first, np.ndarray):
+            continue
+        small_int = first.dtype in (np.int64, np.int32) and first.size <= 64
+        # a float parameter (scales, roi) never comes first: the first input is the data
+        small_float = position > 0 and first.dtype in (np.float32, np.float64) and first.ndim == 1 and first.size <= 16
+        if not (small_int or small_float):
             continue
         if any(not np.array_equal(v, first) for v in values[1:]):
             continue
@@ -479,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\ncompile time: {compile_total:.1f} s in total over {len(results)} cases "
           f"(max {max(r.compile_s for r in results):.1f} s); wall {wall:.1f} s with {args.jobs} worker(s)")
     frozen = [r for r in results if r.status == "passed" and r.extra.get("frozen")]
-    print(f"{len(frozen)} of the passing cases compiled with integer inputs (axes, pads, shapes) frozen to their values")
+    print(f"{len(frozen)} of the passing cases compiled with parameter inputs (axes, pads, shapes, scales) frozen to their values")
     for suite in SUITES:
         mine = [r for r in results if r.suite == suite]
         if mine:
