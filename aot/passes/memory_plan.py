@@ -2,9 +2,10 @@
 
 Each temporary lives over an inclusive interval of kernel steps. Two
 temporaries may share bytes only if their intervals are disjoint. Placement
-is greedy by size, largest first (as TFLite's arena planner), each buffer
-taking the best-fitting gap among those already placed that overlap it in
-time. The lower bound any placement must meet is the largest total of
+is greedy best fit (as TFLite's arena planner): each buffer, in a chosen
+order, takes the smallest gap among those already placed that overlap it in
+time. Several orders are tried (largest first, earliest first, largest
+size x lifetime first) and the smallest arena is kept. The lower bound any placement must meet is the largest total of
 simultaneously live bytes; it is reported beside the arena size.
 """
 from __future__ import annotations
@@ -51,9 +52,26 @@ def lower_bound(intervals: list[Interval], alignment: int = ALIGNMENT) -> int:
     return best
 
 
-def plan_arena(intervals: list[Interval], alignment: int = ALIGNMENT) -> ArenaPlan:
-    """Offsets for every interval; deterministic for a given input order."""
-    order = sorted(range(len(intervals)), key=lambda i: (-intervals[i].size, intervals[i].start, i))
+# Placement orders tried; the smallest arena wins (ties: the first). Largest-first
+# is TFLite's and usually best; by start time then size packs long chains of
+# short-lived buffers more tightly; by size-time area favours long-lived big buffers.
+ORDERS = ("size", "start", "area")
+
+
+def _order(intervals: list[Interval], how: str) -> list[int]:
+    def key(i: int) -> tuple[int, ...]:
+        iv = intervals[i]
+        if how == "size":
+            return (-iv.size, iv.start, i)
+        if how == "start":
+            return (iv.start, -iv.size, i)
+        return (-iv.size * (iv.end - iv.start + 1), iv.start, i)
+
+    return sorted(range(len(intervals)), key=key)
+
+
+def best_fit(intervals: list[Interval], order: list[int], alignment: int = ALIGNMENT) -> dict[str, int]:
+    """Place intervals in `order`, each in the smallest gap that fits among the placed ones it overlaps in time."""
     placed: list[tuple[int, Interval]] = []  # (offset, interval)
     offsets: dict[str, int] = {}
     for i in order:
@@ -70,5 +88,23 @@ def plan_arena(intervals: list[Interval], alignment: int = ALIGNMENT) -> ArenaPl
         offset = best_offset if best_offset is not None else cursor
         offsets[iv.name] = offset
         placed.append((offset, iv))
-    arena = max((off + align_up(iv.size, alignment) for off, iv in placed), default=0)
-    return ArenaPlan(offsets, arena, lower_bound(intervals, alignment))
+    return offsets
+
+
+def plan_arena(intervals: list[Interval], alignment: int = ALIGNMENT) -> ArenaPlan:
+    """Offsets for every interval; deterministic for a given input order.
+
+    Best fit under each of ORDERS, keeping the smallest arena; stops early once
+    an order meets the lower bound (no placement can do better).
+    """
+    bound = lower_bound(intervals, alignment)
+    best: tuple[int, dict[str, int]] | None = None
+    for how in ORDERS:
+        offsets = best_fit(intervals, _order(intervals, how), alignment)
+        arena = max((offsets[iv.name] + align_up(iv.size, alignment) for iv in intervals), default=0)
+        if best is None or arena < best[0]:
+            best = (arena, offsets)
+        if arena <= bound:
+            break
+    assert best is not None
+    return ArenaPlan(best[1], best[0], bound)
