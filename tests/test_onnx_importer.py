@@ -503,10 +503,17 @@ def test_pad_axes_opset18():
                inits={"p": np.array([1, 2], np.int64), "a": np.array([-2], np.int64)}, opset=18)
 
 
-def test_pad_reflect_is_unsupported():
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_from_data_modes(mode):
+    check_node("Pad", ["x", "p"], {"x": randn(4, 5)}, inits={"p": np.array([2, 1, 1, 3], np.int64)},
+               attrs={"mode": mode}, opset=19)
+
+
+def test_pad_unknown_mode_is_rejected_by_name():
     model = node_model("Pad", ["x", "p"], {"x": randn(4, 5)}, inits={"p": np.array([1, 1, 1, 1], np.int64)},
                        attrs={"mode": "reflect"})
-    with pytest.raises(UnsupportedError, match="mode 'reflect'"):
+    model.graph.node[0].attribute[0].s = b"mirror"
+    with pytest.raises(UnsupportedError, match="mode 'mirror'"):
         import_onnx(model)
 
 
@@ -518,10 +525,123 @@ def test_gather_constant_indices(indices, axis):
     check_node("Gather", ["x", "i"], {"x": randn(4, 3, 5)}, inits={"i": indices}, attrs={"axis": axis})
 
 
-def test_gather_runtime_indices_is_unsupported():
-    model = node_model("Gather", ["x", "i"], {"x": randn(4, 3), "i": np.array([1], np.int64)})
-    with pytest.raises(UnsupportedError, match="indices must be known"):
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_runtime_indices(axis):
+    check_node("Gather", ["x", "i"], {"x": randn(4, 3, 5), "i": np.array([[1, -1], [0, 2]], np.int64)}, attrs={"axis": axis})
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_elements_with_smaller_indices(axis):
+    indices = np.array([[1, 0], [-1, 2]], np.int64)
+    check_node("GatherElements", ["x", "i"], {"x": randn(3, 4), "i": indices}, attrs={"axis": axis})
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd(batch_dims):
+    indices = np.array([[[1], [0]], [[0], [1]]], np.int64) if batch_dims else np.array([[1, 0], [0, 2]], np.int64)
+    check_node("GatherND", ["x", "i"], {"x": randn(2, 3, 4), "i": indices}, attrs={"batch_dims": batch_dims})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_and_nd(reduction):
+    data, updates = randn(3, 4), randn(2, 4)
+    check_node("ScatterElements", ["d", "i", "u"], {"d": data, "i": np.array([[2, 0, 1, 0], [0, 1, 2, 2]], np.int64),
+               "u": updates}, attrs={"axis": 0, "reduction": reduction}, opset=18)
+    check_node("ScatterND", ["d", "i", "u"], {"d": data, "i": np.array([[2], [0]], np.int64), "u": updates},
+               attrs={"reduction": reduction}, opset=18)
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_cumsum(exclusive, reverse):
+    check_node("CumSum", ["x", "a"], {"x": randn(3, 5)}, inits={"a": np.array(1, np.int64)},
+               attrs={"exclusive": exclusive, "reverse": reverse}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("upper, k", [(1, 0), (0, 0), (1, -1), (0, 2)])
+def test_trilu(upper, k):
+    check_node("Trilu", ["x", "k"], {"x": randn(2, 4, 5)}, inits={"k": np.array(k, np.int64)}, attrs={"upper": upper})
+
+
+@pytest.mark.parametrize("fmod, dtype", [(0, np.int32), (1, np.int64), (1, np.float32)])
+def test_mod_signs(fmod, dtype):
+    x = np.array([-7, -3, 5, 8, 9, -4], dtype)
+    y = np.array([3, -2, -3, 5, 2, 3], dtype)
+    check_node("Mod", ["x", "y"], {"x": x, "y": y}, attrs={"fmod": fmod}, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode, ctm", [("nearest", "asymmetric"), ("linear", "half_pixel"),
+                                       ("linear", "align_corners"), ("cubic", "pytorch_half_pixel")])
+def test_resize_modes(mode, ctm):
+    check_node("Resize", ["x", "", "s"], {"x": randn(1, 2, 4, 5)}, inits={"s": np.array([1, 1, 2, 3], np.float32)},
+               attrs={"mode": mode, "coordinate_transformation_mode": ctm}, opset=19, rtol=1e-4, atol=1e-5)
+
+
+def test_resize_sizes_downsample():
+    check_node("Resize", ["x", "", "", "z"], {"x": randn(1, 1, 8, 6)}, inits={"z": np.array([1, 1, 3, 4], np.int64)},
+               attrs={"mode": "linear"}, opset=19, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_gqa_with_past_and_mask(causal):
+    feeds = {"q": randn(2, 4, 3, 8), "k": randn(2, 2, 3, 8), "v": randn(2, 2, 3, 8),
+             "m": RNG.random((3, 5)) > 0.3, "pk": randn(2, 2, 2, 8), "pv": randn(2, 2, 2, 8)}
+    check_node("Attention", ["q", "k", "v", "m", "pk", "pv"], feeds, attrs={"is_causal": causal}, opset=23, n_out=3,
+               rtol=1e-4, atol=1e-5)
+
+
+def test_attention_3d_inputs():
+    feeds = {"q": randn(1, 5, 16), "k": randn(1, 5, 16), "v": randn(1, 5, 16)}
+    check_node("Attention", ["q", "k", "v"], feeds, attrs={"q_num_heads": 4, "kv_num_heads": 4}, opset=23,
+               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_nll_and_softmax_cross_entropy(reduction):
+    scores = randn(3, 5, 2)
+    target = np.array([[0, 4], [2, -1], [1, 3]], np.int64)
+    attrs = {"reduction": reduction, "ignore_index": -1}
+    check_node("NegativeLogLikelihoodLoss", ["x", "t"], {"x": scores, "t": target}, attrs=attrs, rtol=1e-5, atol=1e-6)
+    check_node("SoftmaxCrossEntropyLoss", ["x", "t"], {"x": scores, "t": target}, attrs=attrs, rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_statistics_outputs():
+    check_node("LayerNormalization", ["x", "s", "b"], {"x": randn(2, 3, 4)},
+               inits={"s": randn(4), "b": randn(4)}, n_out=3, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_type, attrs", [
+    ("Mish", {}), ("Celu", {"alpha": 2.0}), ("ThresholdedRelu", {"alpha": 0.5}),
+    ("Shrink", {"lambd": 0.7, "bias": 0.2}), ("Sinh", {}), ("Cosh", {}), ("Tan", {}), ("Asinh", {}),
+])
+def test_more_activations(op_type, attrs):
+    check_node(op_type, ["x"], {"x": randn(3, 7)}, attrs=attrs, opset=22, rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_dim_without_shape_names_input_dim_and_flag():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    with pytest.raises(UnsupportedError, match=r"input 'x' dim 0 \('batch'\) is symbolic; fix it with --shape x=1x3"):
         import_onnx(model)
+
+
+def test_dynamic_axes_shape_subgraph_folds_once_shape_is_given():
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as dynamic-axes exports write it."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset=17)
+    graph = import_onnx(model, shapes={"x": (2, 3, 4)})
+    assert [n.op for n in graph.nodes] == ["reshape"]
+    assert graph.outputs[0].type.shape == (2, 12)
 
 
 def test_expand_tile_constant_of_shape_range():
