@@ -253,3 +253,17 @@ def test_fused_reductions_run_once_per_row_and_match_interpreter(kind, tmp_path)
     graph, _, _ = import_model(model)
     (want,) = interpret(graph, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_does_not_fuse_dot_into_reduce_when_data_movement_is_between():
+    # a global-average-pool-like reduce behind a reshape: the dot keeps its own (fast) kernel body
+    text = """
+        graph @g(%x: f32[2,8], %w: f32[8,4]) {
+          %d = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[2,4]
+          %r = reshape(%d) {shape = [2, 2, 2]} : f32[2,2,2]
+          %s = reduce(%r) {axes = [2], kind = "sum"} : f32[2,2]
+          return %s as "y"
+        }"""
+    kernels = kernels_of(text)
+    assert kernels == [("d", ["d"], ["x", "w"]), ("s", ["r", "s"], ["d"])]
+    assert "a reduce is not an epilogue" in explain(fuse(parse_graph(ir(text))))

@@ -27,7 +27,8 @@ rules, in order (each decision keeps its reason for --explain fusion):
   an add or an exp but never for a contraction (never duplicate expensive work);
 - dot, conv, reduce and reduce_window fuse only into once-reading uses
   (this is epilogue fusion: bias, activation and residual adds run on the
-  accumulator before the store).
+  accumulator before the store); dot and conv never fuse into a reduce (a
+  global average pool), which would keep them off their fast kernel bodies.
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class _Analysis:
 
 
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
-            alignment: Alignment, contexts: frozenset[str]) -> Decision:
+            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool) -> Decision:
     if is_output:
         return Decision.no("graph output")
     if node.op in NON_ELEMENTAL:
@@ -126,6 +127,9 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
         return Decision.no(f"{'/'.join(rereaders)} would recompute each element several times")
     if node.op in EXPENSIVE and len(contexts) > 1:
         return Decision.no(f"{node.op} would be computed in {len(contexts)} loops ({', '.join(sorted(contexts))})")
+    if node.op in ("dot", "conv") and feeds_reduce:
+        # a reduce is no epilogue: the fast (packed) dot/conv bodies only take elementwise ones
+        return Decision.no(f"{node.op} keeps its own kernel body: a reduce is not an epilogue")
     if len(contexts) > 1:
         return Decision.yes(f"cheap {node.op}, computed in {len(contexts)} loops")
     return Decision.yes(f"each element read once by {'/'.join(sorted({u.op for u in users}))}")
@@ -141,6 +145,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     roots: list[Node] = []
     # ids of fused nodes whose elements some consumer reads more than once
     reread: set[int] = set()
+    # ids of fused nodes whose value flows into a reduce of the same kernel
+    into_reduce: set[int] = set()
     analysis = _Analysis({}, {})
     for node in reversed(graph.nodes):
         node_users = users.get(id(node.out), [])
@@ -155,8 +161,13 @@ def fuse(graph: Graph) -> list[Kernel]:
             if (u.op not in ONCE_READERS and use_alignment(u, analysis.alignment[id(u)]) != "row-scalar")
             or id(u) in reread
         })
-        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts)
+        # does this value reach a reduce of its kernel, directly or through fused ops?
+        feeds_reduce = any(u.op == "reduce" or id(u) in into_reduce for u in node_users)
+        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts,
+                           feeds_reduce)
         if decision.fuse:
+            if feeds_reduce:
+                into_reduce.add(id(node))
             groups[id(node)] = sorted(set(user_groups))
             analysis.alignment[id(node)] = alignment
             # a row-invariant value is computed once per row, whichever loops ask for it
