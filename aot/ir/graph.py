@@ -151,6 +151,15 @@ class Graph:
                 node.inputs = [new if v is old else v for v in node.inputs]
         self.outputs = [new if v is old else v for v in self.outputs]
 
+    def rename(self, value: Value, name: str) -> bool:
+        """Give `value` the name `name` if it is free (so dumps diff cleanly across rewrites)."""
+        if name in self._names:
+            return False
+        self._names.discard(value.name)
+        value.name = name
+        self._names.add(name)
+        return True
+
     def remove_nodes(self, dead: Iterable[Node]) -> None:
         dead_ids = {id(n) for n in dead}
         for node in self.nodes:

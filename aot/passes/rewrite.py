@@ -48,21 +48,8 @@ def apply_rules(graph: Graph, table: RuleTable) -> Counter[str]:
     graph.outputs = [replaced.get(id(v), v) for v in graph.outputs]
     graph.remove_nodes(dropped)
     for value, name in renames:
-        _rename(graph, value, name)
+        graph.rename(value, name)
     return counts
-
-
-def _rename(graph: Graph, value: Value, name: str) -> None:
-    """Give `value` the (now free) name `name` so dumps diff cleanly across a rewrite.
-
-    Graph has no public rename yet; this keeps its name registry consistent.
-    """
-    names: set[str] = graph._names  # noqa: SLF001
-    if name in names:
-        return
-    names.discard(value.name)
-    value.name = name
-    names.add(name)
 
 
 def splat(value: Value) -> float | int | bool | None:
