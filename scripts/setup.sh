@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what aot needs on a fresh Debian/Ubuntu machine: a C compiler, make and
 # libzstd (headers) for the C runtime, then the Python package with test extras.
+# --bench also installs torch (CPU build) to generate the benchmark models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +26,7 @@ fi
 python3 -m pip install -q -e ".[test]"
 # Build the C runtime now (Python builds it on first use otherwise).
 make -s -C runtime_c
+if [ "${1:-}" = "--bench" ]; then
+  ./scripts/install_torch_cpu.sh
+fi
 echo "setup: ok"
