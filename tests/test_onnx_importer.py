@@ -304,11 +304,32 @@ def test_max_pool_1d():
     check_node("MaxPool", ["x"], {"x": randn(1, 2, 11)}, attrs={"kernel_shape": [3], "strides": [2], "ceil_mode": 1})
 
 
-def test_max_pool_dilation_is_unsupported_for_that_node():
-    model = node_model("MaxPool", ["x"], {"x": randn(1, 1, 8, 8)}, attrs={"kernel_shape": [2, 2], "dilations": [2, 2]})
-    model.graph.node[0].name = "pool_a"
-    with pytest.raises(UnsupportedError, match=r"pool_a.*MaxPool.*dilations"):
-        import_onnx(model)
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool", "LpPool"])
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2, 2], "dilations": [2, 2]},
+    {"kernel_shape": [3, 2], "strides": [2, 1], "dilations": [2, 3], "pads": [1, 0, 2, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2], "ceil_mode": 1},
+])
+def test_dilated_pool(op_type, attrs):
+    if op_type == "LpPool":
+        attrs = {**attrs, "p": 3}
+    check_node(op_type, ["x"], {"x": randn(1, 2, 9, 8)}, attrs=attrs, opset=19)
+
+
+@pytest.mark.parametrize("attrs", [
+    {},
+    {"strides": [2, 3], "pads": [1, 0, 2, 1]},
+    {"strides": [2, 2], "output_padding": [1, 0], "dilations": [1, 2]},
+    {"strides": [3, 2], "output_shape": [11, 8]},
+    {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+    {"strides": [2, 1], "auto_pad": "SAME_LOWER", "group": 2},
+    {"pads": [3, 1, 2, 1]},  # more padding than the kernel: the result is cropped
+])
+def test_conv_transpose(attrs):
+    groups = attrs.get("group", 1)
+    feeds = {"x": randn(2, 4, 5, 4)}
+    check_node("ConvTranspose", ["x", "w", "b"], feeds, inits={"w": randn(4, 3, 3, 3), "b": randn(3 * groups)},
+               attrs=attrs, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])

@@ -114,57 +114,150 @@ def _conv(ctx: Ctx, a: NodeArgs) -> list[Value]:
     return [y]
 
 
-def _pool_geometry(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[tuple[int, ...], tuple[int, ...], list[tuple[int, int]], list[tuple[int, int]]]:
-    """kernel, strides, explicit padding, and padding extended for ceil_mode (ONNX/onnxruntime rule)."""
+@op("ConvTranspose")
+def _conv_transpose(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Transposed convolution as a convolution over the input spread by the strides (lhs_dilation).
+
+    Full output extent per dim: stride * (in - 1) + output_padding + span - lo - hi,
+    span = (k - 1) * dilation + 1. The equivalent convolution pads the spread input
+    by span - 1 - lo (low) and span - 1 - hi + output_padding (high) and uses the
+    kernel flipped spatially with its two channel dims swapped per group. Padding
+    that comes out negative crops the result instead.
+    """
+    x, w, bias = a.inputs[0], a.inputs[1], a.input(2)
+    nsp = x.type.rank - 2
+    if nsp < 1 or w.type.rank != x.type.rank:
+        raise ctx.error(f"ConvTranspose needs x [N,C,*S] and w [C,M/g,*K], got {x.type} and {w.type}")
+    groups = int(a.attr("group", 1))
+    c, m_per_group = w.type.shape[:2]
+    kernel = w.type.shape[2:]
+    in_spatial = x.type.shape[2:]
+    strides = tuple(int(v) for v in a.attr("strides", [1] * nsp))
+    dilation = tuple(int(v) for v in a.attr("dilations", [1] * nsp))
+    out_pad = [int(v) for v in a.attr("output_padding", [0] * nsp)][:nsp]
+    if x.type.shape[1] != c or c % groups:
+        raise ctx.error(f"ConvTranspose: input channels {x.type.shape[1]} vs weight {w.type}, group {groups}")
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    full = [s * (n - 1) + op + span for s, n, op, span in zip(strides, in_spatial, out_pad, spans)]  # unpadded extent
+    auto_pad = a.attr("auto_pad", "NOTSET")
+    output_shape = a.attr("output_shape")
+    out_shape = [int(v) for v in output_shape][-nsp:] if output_shape is not None else None
+    if "pads" in a.attrs or (auto_pad not in ("SAME_UPPER", "SAME_LOWER") and out_shape is None):
+        pads = [int(v) for v in a.attr("pads", [0] * (2 * nsp))]
+        if len(pads) != 2 * nsp:
+            raise ctx.error(f"pads has {len(pads)} entries, expected {2 * nsp}")
+        lo = pads[:nsp]
+        if out_shape is None:
+            out_shape = [f - l - h for f, l, h in zip(full, lo, pads[nsp:])]
+    else:
+        if out_shape is None:
+            out_shape = [n * s for n, s in zip(in_spatial, strides)]
+        total = [f - o for f, o in zip(full, out_shape)]
+        lo = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+    if any(o < 1 for o in out_shape):
+        raise ctx.error(f"ConvTranspose output shape {out_shape} is empty")
+    # weight [C, M/g, *K] -> [g, C/g, M/g, *K] -> [g, M/g, C/g, *K] -> [M, C/g, *K], flipped
+    wg = ctx.reshape(w, (groups, c // groups, m_per_group) + kernel)
+    wg = ctx.transpose(wg, (0, 2, 1) + tuple(range(3, 3 + nsp)))
+    wt = ctx.reshape(wg, (groups * m_per_group, c // groups) + kernel)
+    wt = ctx.op("reverse", [wt], dims=tuple(range(2, 2 + nsp)))
+    padding, crops = [], []
+    for span, l, n, s, o in zip(spans, lo, in_spatial, strides, out_shape):
+        # output index i reads full index i + l; the spread input is s * (n - 1) + 1 long
+        low = span - 1 - l
+        high = o + l - s * (n - 1) - 1
+        padding.append((max(low, 0), max(high, 0)))
+        crops.append((max(-low, 0), max(-high, 0)))
+    y = ctx.op("conv", [x, wt], strides=(1,) * nsp, padding=tuple(padding), dilation=dilation,
+               groups=groups, lhs_dilation=strides)
+    if any(lo_c or hi_c for lo_c, hi_c in crops):
+        shape = y.type.shape
+        y = ctx.op("slice", [y], start=(0, 0) + tuple(lo_c for lo_c, _ in crops),
+                   limit=shape[:2] + tuple(n - hi_c for n, (_, hi_c) in zip(shape[2:], crops)), stride=(1,) * len(shape))
+    if bias is not None:
+        y = ctx.op("add", [y, ctx.broadcast_in_dims(bias, y.type.shape, (1,))])
+    return [y]
+
+
+def _pool_geometry(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]], list[tuple[int, int]]]:
+    """kernel, strides, dilations, explicit padding, and padding extended for ceil_mode (ONNX/onnxruntime rule)."""
     nsp = x.type.rank - 2
     kernel = tuple(a.attr("kernel_shape"))
     strides = tuple(a.attr("strides", [1] * nsp))
     dilation = tuple(a.attr("dilations", [1] * nsp))
-    if any(d != 1 for d in dilation):
-        raise ctx.unsupported(f"dilations {list(dilation)} (only 1 is supported for pooling)")
     padding = _spatial_padding(ctx, a, x.type.shape[2:], kernel, strides, dilation)
     extended = list(padding)
     if a.attr("ceil_mode", 0):
-        for i, (size, k, s, (lo, hi)) in enumerate(zip(x.type.shape[2:], kernel, strides, padding)):
-            out = -(-(size + lo + hi - k) // s) + 1
+        for i, (size, k, s, d, (lo, hi)) in enumerate(zip(x.type.shape[2:], kernel, strides, dilation, padding)):
+            span = (k - 1) * d + 1
+            out = -(-(size + lo + hi - span) // s) + 1
             if (out - 1) * s >= size + lo:
                 out -= 1  # the last window must start inside the input or its left padding
-            extended[i] = (lo, max(hi, (out - 1) * s + k - size - lo))
-    return kernel, strides, padding, extended
+            extended[i] = (lo, max(hi, (out - 1) * s + span - size - lo))
+    return kernel, strides, dilation, padding, extended
 
 
-def _window_attrs(kernel, strides, padding) -> dict:
-    return {"window": (1, 1) + tuple(kernel), "strides": (1, 1) + tuple(strides), "padding": ((0, 0), (0, 0)) + tuple(padding)}
+def _window_attrs(kernel, strides, padding, dilation=None) -> dict:
+    attrs = {"window": (1, 1) + tuple(kernel), "strides": (1, 1) + tuple(strides), "padding": ((0, 0), (0, 0)) + tuple(padding)}
+    if dilation is not None and any(d != 1 for d in dilation):
+        attrs["window_dilation"] = (1, 1) + tuple(dilation)
+    return attrs
 
 
 @op("MaxPool")
 def _max_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x = a.inputs[0]
-    kernel, strides, _, padding = _pool_geometry(ctx, a, x)
-    return [ctx.op("reduce_window", [x], kind="max", **_window_attrs(kernel, strides, padding))]
+    kernel, strides, dilation, _, padding = _pool_geometry(ctx, a, x)
+    return [ctx.op("reduce_window", [x], kind="max", **_window_attrs(kernel, strides, padding, dilation))]
+
+
+def _window_counts(x: Value, kernel, strides, dilation, explicit, out_spatial, include_pad: bool) -> np.ndarray:
+    """How many window taps of each output land inside the input (and its explicit padding if include_pad)."""
+    counts = np.ones((), dtype=np.float64)
+    for size, k, s, d, (lo, hi), n_out in zip(x.type.shape[2:], kernel, strides, dilation, explicit, out_spatial):
+        taps = (np.arange(n_out) * s - lo)[:, None] + np.arange(k)[None, :] * d
+        low_limit, high_limit = (-lo, size + hi) if include_pad else (0, size)
+        per_dim = ((taps >= low_limit) & (taps < high_limit)).sum(axis=1)
+        counts = np.multiply.outer(counts, per_dim.astype(np.float64))
+    return counts
 
 
 @op("AveragePool")
 def _average_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x = a.inputs[0]
-    kernel, strides, explicit, padding = _pool_geometry(ctx, a, x)
-    total = ctx.op("reduce_window", [x], kind="sum", **_window_attrs(kernel, strides, padding))
-    out_spatial = total.type.shape[2:]
+    kernel, strides, dilation, explicit, padding = _pool_geometry(ctx, a, x)
+    total = ctx.op("reduce_window", [x], kind="sum", **_window_attrs(kernel, strides, padding, dilation))
     # Count of the elements each window averages: inside the input (count_include_pad=0), or inside
     # the input and its explicit padding but not the extra ceil_mode padding (count_include_pad=1).
     include_pad = bool(a.attr("count_include_pad", 0))
-    counts = np.ones((), dtype=np.float64)
-    for size, k, s, (lo, hi), n_out in zip(x.type.shape[2:], kernel, strides, explicit, out_spatial):
-        start = np.arange(n_out) * s - lo
-        end = start + k
-        low_limit, high_limit = (-lo, size + hi) if include_pad else (0, size)
-        per_dim = np.minimum(end, high_limit) - np.maximum(start, low_limit)
-        counts = np.multiply.outer(counts, per_dim.astype(np.float64))
+    counts = _window_counts(x, kernel, strides, dilation, explicit, total.type.shape[2:], include_pad)
     if np.all(counts == counts.flat[0]):
         return [ctx.binary_scalar("div", total, float(counts.flat[0]))]
     divisor = ctx.constant(counts, x.type.dtype)
     dims = tuple(range(2, x.type.rank))
     return [ctx.op("div", [total, ctx.broadcast_in_dims(divisor, total.type.shape, dims)])]
+
+
+@op("LpPool")
+def _lp_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """y = (sum over the window of |x|^p) ^ (1/p); padding contributes 0."""
+    x = a.inputs[0]
+    p = float(a.attr("p", 2))
+    kernel, strides, dilation, _, padding = _pool_geometry(ctx, a, x)
+    mag = ctx.op("abs", [x])
+    powered = ctx.op("mul", [mag, mag]) if p == 2.0 else ctx.binary_scalar("pow", mag, p)
+    total = ctx.op("reduce_window", [powered], kind="sum", **_window_attrs(kernel, strides, padding, dilation))
+    return [ctx.op("sqrt", [total]) if p == 2.0 else ctx.binary_scalar("pow", total, 1.0 / p)]
+
+
+@op("GlobalLpPool")
+def _global_lp_pool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    x = a.inputs[0]
+    p = float(a.attr("p", 2))
+    mag = ctx.op("abs", [x])
+    powered = ctx.op("mul", [mag, mag]) if p == 2.0 else ctx.binary_scalar("pow", mag, p)
+    total = ctx.reduce(powered, "sum", tuple(range(2, x.type.rank)), keepdims=True)
+    return [ctx.op("sqrt", [total]) if p == 2.0 else ctx.binary_scalar("pow", total, 1.0 / p)]
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
