@@ -1,6 +1,8 @@
 """Side-by-side latency and size: aot artifact vs onnxruntime on the sample models.
 
     python benchmarks/bench_samples.py [--runs 200] [--threads 1] [models...]
+    python benchmarks/bench_samples.py --suite benchmark [--runs 50]   # torch-made benchmark models
+
 
 Both engines run in this one process, interleaved run by run, so machine noise
 hits both alike. Prints medians and the ratio onnxruntime / aot (above 1 means
@@ -65,17 +67,25 @@ def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=["mlp", "lenet", "lenet_bn"])
+    parser.add_argument("models", nargs="*", help="model names (default: the whole suite)")
+    parser.add_argument("--suite", choices=["samples", "benchmark"], default="samples",
+                        help="samples: models/make_samples.py; benchmark: models/make_benchmarks.py (needs torch)")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        paths = make_samples.write_samples(out)
+        if args.suite == "samples":
+            paths = make_samples.write_samples(out)
+        else:
+            import make_benchmarks
+
+            paths = {name: make_benchmarks.make(name, out) for name in (args.models or make_benchmarks.MODELS)}
+        names = args.models or list(paths)
         header = f"{'model':<10} {'aot ms':>9} {'ort ms':>9} {'ort/aot':>8} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>10}"
         print(f"threads={args.threads}, runs={args.runs}, medians")
         print(header)
-        for name in args.models:
+        for name in names:
             r = bench(name, paths[name], out, args.runs, args.threads)
             print(f"{name:<10} {r['aot_ms']:>9.4f} {r['ort_ms']:>9.4f} {r['ort_ms'] / r['aot_ms']:>8.2f} "
                   f"{r['artifact_bytes']:>11} {r['onnx_bytes']:>10} {r['weights_bytes']:>10} {r['compile_s']:>9.2f} {r['max_abs_diff']:>10.2e}")

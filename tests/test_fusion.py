@@ -267,3 +267,16 @@ def test_does_not_fuse_dot_into_reduce_when_data_movement_is_between():
     kernels = kernels_of(text)
     assert kernels == [("d", ["d"], ["x", "w"]), ("s", ["r", "s"], ["d"])]
     assert "a reduce is not an epilogue" in explain(fuse(parse_graph(ir(text))))
+
+
+def test_does_not_fuse_a_second_conv_into_a_kernel_that_has_one():
+    # residual block with a 1x1 downsample conv: each conv keeps a fast kernel body of its own
+    text = """
+        graph @g(%x: f32[1,2,4,4], %w: f32[2,2,3,3], %d: f32[2,2,1,1]) {
+          %a = conv(%x, %w) {dilation = [1, 1], groups = 1, padding = [[1, 1], [1, 1]], strides = [1, 1]} : f32[1,2,4,4]
+          %b = conv(%x, %d) {dilation = [1, 1], groups = 1, padding = [[0, 0], [0, 0]], strides = [1, 1]} : f32[1,2,4,4]
+          %s = add(%a, %b) : f32[1,2,4,4]
+          return %s as "y"
+        }"""
+    assert kernels_of(text) == [("a", ["a"], ["x", "w"]), ("s", ["b", "s"], ["x", "d", "a"])]
+    assert "already has a dot/conv" in explain(fuse(parse_graph(ir(text))))

@@ -109,7 +109,7 @@ class _Analysis:
 
 
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
-            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool) -> Decision:
+            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool, holds_contraction: bool) -> Decision:
     if is_output:
         return Decision.no("graph output")
     if node.op in NON_ELEMENTAL:
@@ -130,6 +130,9 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
     if node.op in ("dot", "conv") and feeds_reduce:
         # a reduce is no epilogue: the fast (packed) dot/conv bodies only take elementwise ones
         return Decision.no(f"{node.op} keeps its own kernel body: a reduce is not an epilogue")
+    if node.op in ("dot", "conv") and holds_contraction:
+        # a kernel body accelerates one contraction; a second would run on the slow elemental path
+        return Decision.no(f"{node.op} keeps its own kernel body: its consumer's kernel already has a dot/conv")
     if len(contexts) > 1:
         return Decision.yes(f"cheap {node.op}, computed in {len(contexts)} loops")
     return Decision.yes(f"each element read once by {'/'.join(sorted({u.op for u in users}))}")
@@ -147,6 +150,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     reread: set[int] = set()
     # ids of fused nodes whose value flows into a reduce of the same kernel
     into_reduce: set[int] = set()
+    # kernels (by root position) that already compute a dot or conv
+    with_contraction: set[int] = set()
     analysis = _Analysis({}, {})
     for node in reversed(graph.nodes):
         node_users = users.get(id(node.out), [])
@@ -163,8 +168,11 @@ def fuse(graph: Graph) -> list[Kernel]:
         })
         # does this value reach a reduce of its kernel, directly or through fused ops?
         feeds_reduce = any(u.op == "reduce" or id(u) in into_reduce for u in node_users)
+        holds_contraction = any(g in with_contraction for g in user_groups)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts,
-                           feeds_reduce)
+                           feeds_reduce, holds_contraction)
+        if decision.fuse and node.op in ("dot", "conv"):
+            with_contraction.update(user_groups)
         if decision.fuse:
             if feeds_reduce:
                 into_reduce.add(id(node))
@@ -176,6 +184,8 @@ def fuse(graph: Graph) -> list[Kernel]:
                 reread.add(id(node))
         else:
             groups[id(node)] = [len(roots)]
+            if node.op in ("dot", "conv"):
+                with_contraction.add(len(roots))
             reasons[len(roots)] = decision.reason
             roots.append(node)
             analysis.alignment[id(node)] = "row" if node.out.type.rank >= 1 else None
