@@ -19,7 +19,9 @@ F32_FUNCS = {
     "cos": (np.cos, (-1000.0, 1000.0)),
 }
 # max error in ulps of the f32 result (sin/cos near zeros measured against |result| >= 1e-3)
-F32_MAX_ULP = {"exp": 2, "log": 2, "tanh": 3, "logistic": 3, "erf": 2, "sin": 1, "cos": 1}
+# f32 erf is a fast rational approximation: abs error <= 4.5e-7, so up to 8 ulp where |erf| nears 1
+F32_MAX_ULP = {"exp": 2, "log": 2, "tanh": 3, "logistic": 3, "erf": 8, "sin": 1, "cos": 1}
+F64_MAX_ULP = {**{op: 4 * ulp for op, ulp in F32_MAX_ULP.items()}, "erf": 8}
 
 
 def _grid(low: float, high: float, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -49,5 +51,5 @@ def test_transcendental_ulps(dtype):
         keep = np.abs(exact) >= 1e-3 if op in ("sin", "cos") else np.abs(exact) > 1e-300
         errors = _ulp_error(got, exact, dtype)[keep]
         # f64 "exact" is numpy's own f64 result (itself ~1 ulp): allow a little more
-        limit = F32_MAX_ULP[op] if dtype == np.float32 else 4 * F32_MAX_ULP[op]
+        limit = F32_MAX_ULP[op] if dtype == np.float32 else F64_MAX_ULP[op]
         assert errors.max() <= limit, f"{op}: max {errors.max():.2f} ulp at x={grids[op][keep][errors.argmax()]!r}"
