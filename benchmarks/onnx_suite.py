@@ -260,7 +260,7 @@ NEEDS_CONSTANT = re.compile(r"must be (known at compile time|a constant)")
 
 
 def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[str]]:
-    """The model with its small parameter inputs (ints; 1-D floats such as scales) made initializers.
+    """The model with its small parameter inputs (ints; 1-D floats such as scales; 1-D bool masks) made initializers.
 
     Only when the plain compile asked for a compile-time value, and only for
     inputs whose value is the same in every data set: the frozen model is
@@ -280,7 +280,9 @@ def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[st
         small_int = first.dtype in (np.int64, np.int32) and first.size <= 64
         # a float parameter (scales, roi) never comes first: the first input is the data
         small_float = position > 0 and first.dtype in (np.float32, np.float64) and first.ndim == 1 and first.size <= 16
-        if not (small_int or small_float):
+        # a 1-D bool mask (Compress's condition) decides an output shape as axes do
+        small_bool = position > 0 and first.dtype == np.bool_ and first.ndim == 1 and first.size <= 64
+        if not (small_int or small_float or small_bool):
             continue
         if any(not np.array_equal(v, first) for v in values[1:]):
             continue

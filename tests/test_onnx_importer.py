@@ -486,11 +486,11 @@ def test_slice_attributes_opset9():
     check_node("Slice", ["x"], {"x": randn(4, 5)}, attrs={"starts": [1, -3], "ends": [3, 100], "axes": [0, 1]}, opset=9)
 
 
-def test_slice_negative_step_is_unsupported():
+def test_slice_zero_step_is_an_error():
     model = node_model("Slice", ["x", "s", "e", "a", "st"], {"x": randn(4)},
                        inits={"s": np.array([3], np.int64), "e": np.array([0], np.int64),
-                              "a": np.array([0], np.int64), "st": np.array([-1], np.int64)})
-    with pytest.raises(UnsupportedError, match="step -1"):
+                              "a": np.array([0], np.int64), "st": np.array([0], np.int64)})
+    with pytest.raises(ModelError, match="step 0"):
         import_onnx(model)
 
 
@@ -826,7 +826,7 @@ def test_all_unsupported_ops_listed_in_one_error():
     nodes = [
         helper.make_node("Relu", ["x"], ["a"]),
         helper.make_node("NonZero", ["a"], ["b"], name="nz"),
-        helper.make_node("TopK", ["x", "k"], ["c", "d"], name="topk_1"),
+        helper.make_node("Unique", ["x"], ["c"], name="unique_1"),
         helper.make_node("MyOp", ["x"], ["e"], name="custom", domain="com.example"),
     ]
     model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [4])], [vinfo("b", TensorProto.INT64, [1, 2]),
@@ -837,7 +837,7 @@ def test_all_unsupported_ops_listed_in_one_error():
     assert str(info.value) == (
         "model uses 3 unsupported op(s):\n"
         "  node 'nz' (NonZero, opset 17)\n"
-        "  node 'topk_1' (TopK, opset 17)\n"
+        "  node 'unique_1' (Unique, opset 17)\n"
         "  node 'custom' (MyOp, domain 'com.example' opset 1)"
     )
 
@@ -923,3 +923,65 @@ def test_inconsistent_operands_name_the_node():
 def test_arg_reduce_with_ties(op_type, attrs):
     x = RNG.integers(0, 3, (3, 4, 5)).astype(np.float32)  # many ties
     check_node(op_type, ["x"], {"x": x}, attrs=attrs)
+
+
+# -- einsum, top-k, negative-step slice, compress, center crop/pad, float mod ----------
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ii->...i", [(2, 3, 3)]),
+    ("ij->ji", [(3, 4)]),
+    ("i,i", [(5,), (5,)]),
+    ("ij->", [(3, 4)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("...j,j...->...", [(2, 3, 4), (4, 2, 3)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("ii", [(4, 4)]),
+])
+def test_einsum(equation, shapes):
+    feeds = {f"x{i}": randn(*shape) for i, shape in enumerate(shapes)}
+    check_node("Einsum", list(feeds), feeds, attrs={"equation": equation}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"largest": 0}, {"axis": 0}, {"axis": -2, "largest": 0}])
+def test_top_k_with_ties(attrs):
+    x = RNG.integers(0, 3, size=(5, 6)).astype(np.float32)  # many ties: lower index first
+    check_node("TopK", ["x", "k"], {"x": x}, inits={"k": np.array([3], np.int64)}, attrs=attrs, n_out=2)
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([-1], [-100], [0], [-1]),
+    ([20, 10], [0, -100], [0, 1], [-2, -3]),
+    ([2, 1], [-5, 4], [1, 0], [-1, 1]),
+])
+def test_slice_negative_steps(starts, ends, axes, steps):
+    inits = {n: np.array(v, np.int64) for n, v in zip(("s", "e", "a", "p"), (starts, ends, axes, steps))}
+    check_node("Slice", ["x", "s", "e", "a", "p"], {"x": randn(6, 7)}, inits=inits)
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress_constant_condition(axis):
+    attrs = {} if axis is None else {"axis": axis}
+    check_node("Compress", ["x", "c"], {"x": randn(4, 5)}, inits={"c": np.array([0, 1, 1, 0], bool)}, attrs=attrs)
+
+
+def test_compress_run_time_condition_is_rejected_by_name():
+    model = node_model("Compress", ["x", "c"], {"x": randn(4, 5), "c": np.array([0, 1], bool)}, attrs={"axis": 0})
+    with pytest.raises(UnsupportedError, match=r"Compress.*condition must be known at compile time"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("shape,axes", [([3, 8], None), ([2], [-1]), ([9], [0]), ([4, 3], [1, 0])])
+def test_center_crop_pad(shape, axes):
+    attrs = {} if axes is None else {"axes": axes}
+    check_node("CenterCropPad", ["x", "s"], {"x": randn(6, 5)}, inits={"s": np.array(shape, np.int64)}, attrs=attrs, opset=18)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_mod_python_style(dtype):
+    x = np.array([-4.5, -3.0, -0.5, 0.0, 2.5, 7.25, 5.0, -5.0, 3.0], dtype)
+    y = np.array([2.0, -2.0, 3.0, 1.5, -1.0, 2.0, np.inf, np.inf, -np.inf], dtype)
+    check_node("Mod", ["x", "y"], {"x": x, "y": y}, attrs={"fmod": 1})
+    # onnxruntime refuses fmod=0 on floats before opset 28: numpy's floored mod is the reference
+    graph = import_onnx(node_model("Mod", ["x", "y"], {"x": x, "y": y}, attrs={"fmod": 0}))
+    np.testing.assert_allclose(interpret(graph, {"x": x, "y": y})[0], np.mod(x, y))

@@ -242,25 +242,17 @@ def _cast_like(ctx: Ctx, a: NodeArgs) -> list[Value]:
     return [ctx.convert(a.inputs[0], a.inputs[1].type.dtype)]
 
 
-def _trunc(ctx: Ctx, x: Value) -> Value:
-    """Round toward zero: ceil below zero, floor above."""
-    return ctx.op("select", [_less_than_zero(ctx, x), ctx.op("ceil", [x]), ctx.op("floor", [x])])
-
-
 @op("Mod")
 def _mod(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x, y = a.inputs
     shape = broadcast_shape(ctx, x.type.shape, y.type.shape)
     x, y = ctx.broadcast_to(x, shape), ctx.broadcast_to(y, shape)
     fmod = bool(a.attr("fmod", 0))
-    if x.type.dtype.is_float and not fmod:
-        raise ctx.error("fmod=0 is only defined for integers")
-    # truncated remainder (C fmod): x - trunc(x / y) * y; integer div already truncates
+    # truncated remainder (C fmod): the rem primitive on floats; x - (x / y) * y on integers (div truncates)
     if x.type.dtype.is_float:
-        quotient = _trunc(ctx, ctx.op("div", [x, y]))
+        rem = ctx.op("rem", [x, y])
     else:
-        quotient = ctx.op("div", [x, y])
-    rem = ctx.op("sub", [x, ctx.op("mul", [quotient, y])])
+        rem = ctx.op("sub", [x, ctx.op("mul", [ctx.op("div", [x, y]), y])])
     if fmod:
         return [rem]
     # floored remainder (Python %): a non-zero remainder takes the divisor's sign

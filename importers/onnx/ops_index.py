@@ -1,5 +1,5 @@
 """Data-dependent indexing ONNX ops: Gather with run-time indices, GatherElements, GatherND,
-ScatterElements, ScatterND, OneHot, Trilu, Hardmax, CumSum, EyeLike.
+ScatterElements, ScatterND, OneHot, Trilu, Hardmax, CumSum, EyeLike; TopK (sort primitives).
 
 Run-time indices are lowered to one-hot masks: `iota == index` selects the
 element, and a reduction over the indexed dim collects it. Every piece is an
@@ -309,3 +309,26 @@ def _cumulative(ctx: Ctx, a: NodeArgs) -> list[Value]:
     direction = {(False, False): "le", (True, False): "lt", (False, True): "ge", (True, True): "gt"}[(exclusive, reverse)]
     mask = ctx.op("compare", [j, i], direction=direction)
     return [_collect(ctx, values, mask, rank, "sum" if a.node.op_type == "CumSum" else "prod")]
+
+
+@op("TopK")
+def _top_k(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """The k largest (smallest) along `axis`, sorted, with their i64 indices.
+
+    A stable argsort keeps equal elements in index order, as ONNX requires of
+    ties (lower index first), largest and smallest alike. sorted=0 leaves the
+    order unspecified, so the sorted order serves too.
+    """
+    x = a.inputs[0]
+    rank = x.type.rank
+    axis = norm_axis(ctx, a.attr("axis", -1), rank)
+    k = int(a.attr("k")) if ctx.opset < 10 else static_ints(ctx, a.inputs[1], "K")[0]
+    dim = x.type.shape[axis]
+    if not 0 <= k <= dim:
+        raise ctx.error(f"K = {k} is outside [0, {dim}] for axis {axis} of {x.type}")
+    descending = bool(a.attr("largest", 1))
+    order = ctx.op("argsort", [x], dim=axis, descending=descending, dtype=DType.I64)
+    values = ctx.op("sort", [x], dim=axis, descending=descending)
+    limit = tuple(k if i == axis else n for i, n in enumerate(x.type.shape))
+    keep = {"start": (0,) * rank, "limit": limit, "stride": (1,) * rank}
+    return [ctx.op("slice", [values], **keep), ctx.op("slice", [order], **keep)]

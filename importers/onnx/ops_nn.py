@@ -438,3 +438,95 @@ def _lrn(ctx: Ctx, a: NodeArgs) -> list[Value]:
     sums = ctx.op("reduce_window", [ctx.op("mul", [x, x])], kind="sum", window=window, strides=(1,) * rank, padding=padding)
     denom = ctx.binary_scalar("add", ctx.binary_scalar("mul", sums, alpha / size), bias)
     return [ctx.op("div", [x, ctx.binary_scalar("pow", denom, beta)])]
+
+
+# -- einsum -----------------------------------------------------------------------
+def _einsum_terms(ctx: Ctx, equation: str, operands: Sequence[Value]) -> tuple[list[str], str]:
+    """Input subscripts and output subscript, the ellipsis spelled out as fresh upper-case letters.
+
+    Ellipsis dims align from the right across operands (numpy broadcasting);
+    the implicit output is the ellipsis dims, then the letters used once, sorted.
+    """
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ctx.error(f"equation '{equation}' has {len(terms)} operand terms for {len(operands)} inputs")
+    fresh = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in eq]
+    ell_ranks = []
+    for term, v in zip(terms, operands):
+        named = len(term.replace("...", ""))
+        if ("..." in term and named > v.type.rank) or ("..." not in term and named != v.type.rank):
+            raise ctx.error(f"term '{term}' does not match operand {v.type}")
+        ell_ranks.append(v.type.rank - named if "..." in term else 0)
+    n_ell = max(ell_ranks, default=0)
+    ell = "".join(fresh[:n_ell])
+    spelled = [t.replace("...", ell[n_ell - r:]) for t, r in zip(terms, ell_ranks)]
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        counts = {ch: "".join(spelled).count(ch) for ch in "".join(spelled)}
+        out = ell + "".join(sorted(ch for ch, n in counts.items() if n == 1 and ch not in ell))
+    for ch in "".join(spelled) + out:
+        if not ch.isalpha():
+            raise ctx.error(f"bad subscript '{ch}' in einsum equation '{equation}'")
+    return spelled, out
+
+
+def _einsum_diagonal(ctx: Ctx, v: Value, term: str) -> tuple[Value, str]:
+    """Take the diagonal of every letter repeated within one term (ii -> i)."""
+    while len(set(term)) != len(term):
+        ch = next(c for c in term if term.count(c) > 1)
+        p = term.index(ch)
+        q = term.index(ch, p + 1)
+        shape = v.type.shape
+        rows = ctx.op("iota", [], shape=shape, dim=p, dtype=DType.I64)
+        cols = ctx.op("iota", [], shape=shape, dim=q, dtype=DType.I64)
+        on_diag = ctx.op("compare", [rows, cols], direction="eq")
+        kind = "max" if v.type.dtype is DType.BOOL else "sum"
+        v = ctx.reduce(ctx.op("select", [on_diag, v, ctx.full(0, v.type)]), kind, (q,))
+        term = term[:q] + term[q + 1:]
+    return v, term
+
+
+@op("Einsum")
+def _einsum(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Diagonals and lone sums per operand, then pairwise dot_general left to right, then a transpose."""
+    operands = list(a.inputs)
+    terms, out = _einsum_terms(ctx, str(a.attr("equation")), operands)
+    sizes: dict[str, int] = {}
+    for term, v in zip(terms, operands):
+        for ch, n in zip(term, v.type.shape):
+            if sizes.get(ch, 1) != 1 and n not in (1, sizes[ch]):
+                raise ctx.error(f"subscript '{ch}' has sizes {sizes[ch]} and {n}")
+            sizes[ch] = max(sizes.get(ch, 1), n)
+    items = []
+    for i, (term, v) in enumerate(zip(terms, operands)):
+        v, term = _einsum_diagonal(ctx, v, term)
+        # letters no other operand and not the output mention are summed out now
+        others = out + "".join(t for j, t in enumerate(terms) if j != i)
+        lone = tuple(d for d, ch in enumerate(term) if ch not in others)
+        if lone:
+            v = ctx.reduce(v, "sum", lone)
+            term = "".join(ch for d, ch in enumerate(term) if d not in lone)
+        # size-1 dims that pair with a bigger one broadcast up (ellipsis broadcasting)
+        v = ctx.broadcast_in_dims(v, tuple(sizes[ch] for ch in term), tuple(range(len(term))))
+        items.append((v, term))
+    lhs, lterm = items[0]
+    for k in range(1, len(items)):
+        rhs, rterm = items[k]
+        later = out + "".join(t for _, t in items[k + 1:])
+        shared = [ch for ch in lterm if ch in rterm]
+        batch = [ch for ch in shared if ch in later]
+        contract = [ch for ch in shared if ch not in later]
+        lhs = ctx.op("dot", [lhs, rhs],
+                     lhs_batch=tuple(lterm.index(ch) for ch in batch), rhs_batch=tuple(rterm.index(ch) for ch in batch),
+                     lhs_contract=tuple(lterm.index(ch) for ch in contract), rhs_contract=tuple(rterm.index(ch) for ch in contract))
+        lterm = "".join(batch) + "".join(ch for ch in lterm if ch not in shared) + "".join(ch for ch in rterm if ch not in shared)
+        gone = tuple(d for d, ch in enumerate(lterm) if ch not in out + "".join(t for _, t in items[k + 1:]))
+        if gone:
+            lhs = ctx.reduce(lhs, "sum", gone)
+            lterm = "".join(ch for d, ch in enumerate(lterm) if d not in gone)
+    if set(lterm) != set(out) or len(out) != len(set(out)):
+        raise ctx.error(f"einsum output '{out}' does not match the operands' subscripts '{lterm}'")
+    return [ctx.transpose(lhs, [lterm.index(ch) for ch in out])]

@@ -224,14 +224,24 @@ def _slice(ctx: Ctx, a: NodeArgs) -> list[Value]:
     axes = list(range(len(starts))) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     begin, limit, stride = [0] * rank, list(x.type.shape), [1] * rank
+    reversed_axes = []
     for ax, s, e, st in zip(axes, starts, ends, steps):
         ax = norm_axis(ctx, ax, rank)
-        if st < 1:
-            raise ctx.unsupported(f"step {st} on axis {ax} (only positive steps are supported)")
+        if st == 0:
+            raise ctx.error(f"step 0 on axis {ax}")
         dim = x.type.shape[ax]
-        s = min(max(s + dim if s < 0 else s, 0), dim)
-        e = min(max(e + dim if e < 0 else e, 0), dim)
+        s = s + dim if s < 0 else s
+        e = e + dim if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+        else:
+            # a negative step walks s, s + st, ... > e: the same elements, forward, in the reversed axis
+            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
+            s, e, st = dim - 1 - s, dim - 1 - e, -st
+            reversed_axes.append(ax)
         begin[ax], limit[ax], stride[ax] = s, max(e, s), st
+    if reversed_axes:
+        x = ctx.op("reverse", [x], dims=tuple(sorted(reversed_axes)))
     if begin == [0] * rank and limit == list(x.type.shape) and stride == [1] * rank:
         return [x]
     return [ctx.op("slice", [x], start=tuple(begin), limit=tuple(limit), stride=tuple(stride))]
@@ -273,12 +283,7 @@ def _gather(ctx: Ctx, a: NodeArgs) -> list[Value]:
     if data is not None:
         return [ctx.constant(np.take(data, np.array(flat, dtype=np.int64).reshape(indices.shape), axis=axis))]
     out_shape = x.type.shape[:axis] + tuple(indices.shape) + x.type.shape[axis + 1:]
-    if not flat:
-        return [ctx.reshape(slice_axis(ctx, x, axis, 0, 0), out_shape)]
-    pieces = _contiguous_runs(flat)
-    parts = [slice_axis(ctx, x, axis, start, stop) for start, stop in pieces]
-    gathered = parts[0] if len(parts) == 1 else ctx.op("concat", parts, axis=axis)
-    return [ctx.reshape(gathered, out_shape)]
+    return [ctx.reshape(take_static(ctx, x, flat, axis), out_shape)]
 
 
 def _contiguous_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -293,6 +298,54 @@ def _contiguous_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
         start = prev = i
     runs.append((start, prev + 1))
     return runs
+
+
+def take_static(ctx: Ctx, x: Value, flat: Sequence[int], axis: int) -> Value:
+    """x's elements at the in-range compile-time indices `flat` along `axis`, one slice per run."""
+    if not flat:
+        return slice_axis(ctx, x, axis, 0, 0)
+    parts = [slice_axis(ctx, x, axis, start, stop) for start, stop in _contiguous_runs(flat)]
+    return parts[0] if len(parts) == 1 else ctx.op("concat", parts, axis=axis)
+
+
+@op("Compress")
+def _compress(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """The slices along `axis` (of the flattened input when axis is absent) where a compile-time condition holds."""
+    x, cond_v = a.inputs
+    cond = ctx.const(cond_v)
+    if cond is None:
+        raise ctx.unsupported("condition must be known at compile time (the output shape depends on it)")
+    if a.attr("axis") is None:
+        x, axis = ctx.reshape(x, (x.type.size,)), 0
+    else:
+        axis = norm_axis(ctx, a.attr("axis"), x.type.rank)
+    picked = [i for i, c in enumerate(cond.reshape(-1).tolist()) if c]
+    if picked and picked[-1] >= x.type.shape[axis]:
+        raise ctx.error(f"condition selects index {picked[-1]} beyond dim {axis} of {x.type}")
+    return [take_static(ctx, x, picked, axis)]
+
+
+@op("CenterCropPad")
+def _center_crop_pad(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Crop (centered, the odd element off the end) or zero-pad (likewise) each of `axes` to `shape`."""
+    x = a.inputs[0]
+    target = static_ints(ctx, a.inputs[1], "shape")
+    rank = x.type.rank
+    axes = [norm_axis(ctx, ax, rank) for ax in a.attr("axes", list(range(rank)))]
+    if len(axes) != len(target):
+        raise ctx.error(f"shape has {len(target)} entries for {len(axes)} axes")
+    low, high = [0] * rank, [0] * rank
+    for ax, want in zip(axes, target):
+        dim = x.type.shape[ax]
+        if want < dim:
+            start = (dim - want) // 2
+            x = slice_axis(ctx, x, ax, start, start + want)
+        elif want > dim:
+            low[ax] = (want - dim) // 2
+            high[ax] = want - dim - low[ax]
+    if any(low) or any(high):
+        x = ctx.op("pad", [x], low=tuple(low), high=tuple(high), value=0)
+    return [x]
 
 
 # -- padding --------------------------------------------------------------------
