@@ -38,6 +38,7 @@ compile_options = [
     click.argument("model", type=click.Path(dir_okay=False, path_type=Path)),
     click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="artifact path (default: MODEL with .aot)"),
     click.option("--shape", "shape", multiple=True, help="fix an input's shape: NAME=1x3x224x224 (repeatable)"),
+    click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)"),
     click.option("--target", default="cpu", show_default=True, help="code target"),
     click.option("--cpu", default="native", show_default=True, help="CPU to generate code for (native, znver4, x86-64-v3, ...)"),
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
@@ -52,7 +53,7 @@ def _with_compile_options(fn: Any) -> Any:
     return fn
 
 
-def _compile(model: Path, output: Path | None, shape: tuple[str, ...], target: str, cpu: str,
+def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str, cpu: str,
              dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
     from aot.driver import compile_model
     from aot.passes.fusion import explain as explain_fusion
@@ -61,7 +62,8 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], target: s
     output = output or model.with_suffix(".aot")
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     try:
-        result = compile_model(model, output, shapes=shapes, target=target, cpu=cpu, dump_ir=dump_ir, log=log)
+        result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target, cpu=cpu,
+                               dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
         return
@@ -92,19 +94,20 @@ def compile_command(**kwargs: Any) -> None:
     _compile(**kwargs)
 
 
-def _parse_inputs(items: tuple[str, ...]) -> dict[str, Any]:
+def _load_arrays(items: tuple[str, ...], option: str) -> dict[str, Any]:
+    """NAME=FILE.npy items -> {NAME: array}."""
     import numpy as np
 
-    feeds = {}
+    arrays = {}
     for item in items:
         name, sep, path = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"'{item}' is not NAME=FILE.npy", param_hint="--input")
+        if not sep or not name:
+            raise click.BadParameter(f"'{item}' is not NAME=FILE.npy", param_hint=option)
         try:
-            feeds[name] = np.load(path, allow_pickle=False)
+            arrays[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as err:
-            raise click.BadParameter(f"cannot load '{path}': {err}", param_hint="--input") from None
-    return feeds
+            raise click.BadParameter(f"cannot load '{path}': {err}", param_hint=option) from None
+    return arrays
 
 
 @main.command()
@@ -120,7 +123,7 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
 
     from aot.runtime import Session
 
-    feeds = _parse_inputs(inputs)
+    feeds = _load_arrays(inputs, "--input")
     try:
         session = Session(artifact, threads=threads)
         rng = np.random.default_rng(seed)

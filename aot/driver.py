@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from aot.errors import ModelError, UnsupportedError
 from aot.ir.graph import Graph
 from aot.pipeline import PipelineOptions, run_pipeline
@@ -50,17 +52,59 @@ def _read_source(model: Any) -> tuple[Any, bytes, str]:
     return model, serialize(), name
 
 
-def import_model(model: Any, shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[Graph, str, str]:
-    """Import an ONNX model (path or ModelProto): (graph, source sha256, model name)."""
+def import_model(
+    model: Any,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+    bind: Mapping[str, np.ndarray] | None = None,
+) -> tuple[Graph, str, str]:
+    """Import an ONNX or StableHLO model: (graph, source sha256, model name).
+
+    `bind` turns the named inputs into constants with the given values (ONNX
+    only): a model that takes its axes, pads or scales as inputs compiles once
+    they are fixed, and the compiled model no longer takes them.
+    """
     source, data, name = _read_source(model)
     if isinstance(source, Path) and source.suffix in (".mlir", ".stablehlo"):
+        if bind:
+            raise UnsupportedError(f"'{source}': binding inputs to constants is supported for ONNX models only")
         from aot.importers.stablehlo import import_stablehlo
 
         return import_stablehlo(source, dict(shapes) if shapes else None), hashlib.sha256(data).hexdigest(), name
-    from aot.importers.onnx import import_onnx
+    from aot.importers.onnx import import_onnx, load_model
 
+    if bind:
+        source = bind_onnx_inputs(load_model(source), bind)
     graph = import_onnx(source, dict(shapes) if shapes else None)
     return graph, hashlib.sha256(data).hexdigest(), name
+
+
+def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
+    """A copy of `proto` where each bound input is an initializer holding its value."""
+    import onnx
+    from onnx import numpy_helper
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    graph = copy.graph
+    by_name = {i.name: i for i in graph.input}
+    unknown = sorted(set(bind) - set(by_name))
+    if unknown:
+        raise ModelError(f"cannot bind {', '.join(repr(n) for n in unknown)}: the model's inputs are "
+                         f"{', '.join(repr(i.name) for i in graph.input)}")
+    for input_name, value in bind.items():
+        declared = by_name[input_name].type.tensor_type
+        array = np.asarray(value)
+        want = onnx.helper.tensor_dtype_to_np_dtype(declared.elem_type) if declared.elem_type else array.dtype
+        if array.dtype != want:
+            raise ModelError(f"cannot bind '{input_name}': it is {np.dtype(want).name}, the value is {array.dtype.name}")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in declared.shape.dim]
+        if declared.HasField("shape") and (len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape))):
+            raise ModelError(f"cannot bind '{input_name}': its shape is {dims}, the value's is {list(array.shape)}")
+        graph.initializer.append(numpy_helper.from_array(array, input_name))
+    kept = [i for i in graph.input if i.name not in bind]
+    del graph.input[:]
+    graph.input.extend(kept)
+    return copy
 
 
 def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: str) -> dict[str, Any]:
@@ -103,6 +147,7 @@ def compile_model(
     output_path: str | os.PathLike | None = None,
     *,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    bind: Mapping[str, np.ndarray] | None = None,
     target: str = "cpu",
     cpu: str = "native",
     dump_ir: str | os.PathLike | None = None,
@@ -110,8 +155,9 @@ def compile_model(
 ) -> CompileResult:
     """Compile an ONNX model (path or onnx.ModelProto) into an .aot artifact.
 
-    Writes `output_path` when given; always returns the artifact bytes,
-    manifest and execution plan.
+    `shapes` fixes symbolic input dims; `bind` fixes inputs to constant values
+    (ONNX). Writes `output_path` when given; always returns the artifact
+    bytes, manifest and execution plan.
     """
     from aot.artifact import pack_artifact
     from aot.codegen.cpu import CpuTarget, emit_cpu
@@ -119,7 +165,7 @@ def compile_model(
     if target not in TARGETS:
         raise UnsupportedError(f"target '{target}' is not supported; choose one of {', '.join(TARGETS)}")
     started = time.perf_counter()
-    graph, source_sha, name = import_model(model, shapes)
+    graph, source_sha, name = import_model(model, shapes, bind)
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
     dump_dir = Path(dump_ir) if dump_ir is not None else None

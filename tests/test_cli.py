@@ -78,3 +78,28 @@ def test_shape_option():
     assert parse_shape_option(("x=1x3x224x224", "mask=")) == {"x": (1, 3, 224, 224), "mask": ()}
     with pytest.raises(Exception, match="NAME=DIMS"):
         parse_shape_option(("x=1xfoo",))
+
+
+def test_bind_fixes_an_input_to_a_constant(tmp_path):
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = tmp_path / "reshape.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    unbound = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "a.aot")])
+    assert unbound.exit_code == 1 and "shape" in unbound.output
+    np.save(tmp_path / "shape.npy", np.array([3, 2], np.int64))
+    bound = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "b.aot"), "--bind", f"shape={tmp_path / 'shape.npy'}"])
+    assert bound.exit_code == 0, bound.output
+    info = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(tmp_path / "b.aot")]).output)
+    assert info["inputs"] == [{"name": "x", "dtype": "float32", "shape": [2, 3]}]
+    assert info["outputs"][0]["shape"] == [3, 2]
+    np.save(tmp_path / "wrong.npy", np.array([3, 2], np.int32))
+    wrong = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "c.aot"), "--bind", f"shape={tmp_path / 'wrong.npy'}"])
+    assert wrong.exit_code == 1 and "int64" in wrong.output
+    unknown = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "d.aot"), "--bind", f"nope={tmp_path / 'shape.npy'}"])
+    assert unknown.exit_code == 1 and "'nope'" in unknown.output
