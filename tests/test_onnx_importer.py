@@ -985,3 +985,35 @@ def test_float_mod_python_style(dtype):
     # onnxruntime refuses fmod=0 on floats before opset 28: numpy's floored mod is the reference
     graph = import_onnx(node_model("Mod", ["x", "y"], {"x": x, "y": y}, attrs={"fmod": 0}))
     np.testing.assert_allclose(interpret(graph, {"x": x, "y": y})[0], np.mod(x, y))
+
+
+# -- linear quantization ------------------------------------------------------------
+@pytest.mark.parametrize("zp_dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_quantize_dequantize_linear(zp_dtype, per_axis):
+    x = randn(2, 3, 4) * 40
+    scale = np.array([0.5, 0.25, 1.0], np.float32) if per_axis else np.array(0.3, np.float32)
+    zp = (np.array([3, 0, 7]) if per_axis else np.array(5)).astype(zp_dtype)
+    check_node("QuantizeLinear", ["x", "s", "z"], {"x": x}, inits={"s": scale, "z": zp}, opset=19)
+    q = RNG.integers(0, 120, size=(2, 3, 4)).astype(zp_dtype)
+    check_node("DequantizeLinear", ["q", "s", "z"], {"q": q}, inits={"s": scale, "z": zp}, opset=19)
+
+
+def test_quantize_linear_blocked():
+    x = randn(3, 8) * 10
+    scale = np.abs(randn(3, 3)) + 0.1  # blocks of 3 along axis 1, the last one partial
+    zp = RNG.integers(-5, 5, size=(3, 3)).astype(np.int8)
+    check_node("QuantizeLinear", ["x", "s", "z"], {"x": x}, inits={"s": scale, "z": zp}, attrs={"axis": 1, "block_size": 3}, opset=21)
+
+
+def test_dynamic_quantize_linear():
+    check_node("DynamicQuantizeLinear", ["x"], {"x": randn(3, 5) * 4}, n_out=3)
+
+
+def test_qlinear_matmul_and_matmul_integer():
+    a = RNG.integers(0, 255, size=(2, 3, 4)).astype(np.uint8)
+    b = RNG.integers(0, 255, size=(4, 5)).astype(np.uint8)
+    inits = {"as": np.array(0.02, np.float32), "az": np.array(113, np.uint8), "bs": np.array(0.01, np.float32),
+             "bz": np.array(114, np.uint8), "ys": np.array(0.05, np.float32), "yz": np.array(118, np.uint8)}
+    check_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], {"a": a, "b": b}, inits=inits)
+    check_node("MatMulInteger", ["a", "b", "az", "bz"], {"a": a, "b": b}, inits={"az": inits["az"], "bz": inits["bz"]})
