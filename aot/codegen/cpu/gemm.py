@@ -100,13 +100,14 @@ def _match(kernel: Kernel, contraction: Node, root: Node, links: Sequence[LinkCh
         if node.inputs[0] is not previous or not check(node, previous):
             return None
         previous = node.out
-    last = chain[-1].out
+    # an empty chain (no links asked for) leaves the root reading the contraction itself
+    last = chain[-1].out if chain else contraction.out
     for node in reach[1:]:
         if node.op in ELEMENTWISE:
             for v in node.inputs:
                 if id(v) in reach_ids and v is not last and (v.producer is None or v.producer.op not in ELEMENTWISE):
                     return None
-    if root.op not in ELEMENTWISE and root is not chain[-1]:
+    if root.op not in ELEMENTWISE and (not chain or root is not chain[-1]):
         return None
     return tuple(chain)
 
