@@ -1,0 +1,335 @@
+"""Direct f32 kernel for convs with few taps per output: depthwise and other narrow groups.
+
+The layout pass leaves these unpacked (a group's output channels do not fill
+the vector lanes), so the packed conv kernel (conv.py) does not take them.
+Here the vector lanes run along the output width instead: work item
+(n, o, oh) computes one output row in blocks of LANES columns,
+
+    for block:  acc = 0
+      for c in 0..C/g, i in 0..KH, j in 0..KW (all unrolled, at most MAX_TAPS):
+        acc = fma(x[n, g*C/g + c, oh*sh + i*dh - ph, ow0 + l*sw + j*dw - pw  for l in lanes],
+                  splat(w[o, c, i, j]), acc)
+
+The weight scalars are loaded and broadcast once per item. A block whose
+every read is inside the input takes plain vector loads; border blocks use
+masked loads that read 0 for padding (rows above/below the input mask every
+lane). Stride 2 loads two overlapping vectors and keeps the even columns;
+other strides load lane by lane. The last block of a row starts at OW - LANES
+and overlaps its neighbour (the overlap is recomputed, not read back), so no
+partial vector except for rows narrower than LANES. The fused epilogue (bias,
+ReLU6, residual, ...) runs per element on the accumulator lanes through
+ElementalEmitter.substitute, as in gemm.py.
+
+`Window` and the row loads are shared with the pooling kernel (pool.py).
+Declined (elemental path): non-f32, non-2-d, lhs-dilated, more than
+MAX_TAPS taps per output, an input that is not a materialized param, size 0,
+and epilogues that read the conv other than elementwise at the root's index.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, register, splat, store_epilogue, store_vector, vector_of
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.target import CpuTarget
+from aot.ir.graph import Node
+from aot.ir.types import DType
+from aot.ops import ELEMENTWISE
+from aot.plan import Kernel
+
+# output columns per vector: an AVX-512 register of f32 (two registers on AVX2)
+LANES = 16
+# unrolled taps per output (C/g * KH * KW): each holds a broadcast weight register
+MAX_TAPS = 64
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+ZERO = const_i64(0)
+
+
+# == epilogue analysis ================================================================
+def elementwise_epilogue(kernel: Kernel, is_target: Callable[[Node], bool]) -> Node | None:
+    """The first node of `kernel` passing `is_target` that the root reads only through
+    elementwise ops (so at the root's own index), or None."""
+    root = kernel.root.producer
+    if root is None:
+        return None
+    for candidate in kernel.nodes:
+        if not is_target(candidate):
+            continue
+        if candidate is root:
+            return candidate
+        reach = {id(candidate.out)}
+        safe = True
+        for node in kernel.nodes:
+            if node is candidate or not any(id(v) in reach for v in node.inputs):
+                continue
+            if node.op not in ELEMENTWISE or node.out.type.shape != candidate.out.type.shape:
+                safe = False
+                break
+            reach.add(id(node.out))
+        if safe and id(root.out) in reach:
+            return candidate
+    return None
+
+
+# == the window geometry and row loads (shared with pool.py) ==========================
+@dataclass(frozen=True)
+class Window:
+    """A 2-d window sliding over the last two dims (H, W) of a row-major input."""
+
+    height: int
+    width: int
+    out_h: int
+    out_w: int
+    kh: int
+    kw: int
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pad_low: tuple[int, int]
+
+    @property
+    def blocks(self) -> int:
+        """Column blocks per output row."""
+        return -(-self.out_w // LANES)
+
+    @property
+    def stored(self) -> int:
+        """Lanes of each block that are output columns (all but in rows narrower than LANES)."""
+        return min(LANES, self.out_w)
+
+    def rows_always_inside(self) -> bool:
+        last = (self.out_h - 1) * self.strides[0] + (self.kh - 1) * self.dilation[0] - self.pad_low[0]
+        return self.pad_low[0] == 0 and last < self.height
+
+    def columns_always_inside(self) -> bool:
+        # a block always computes LANES columns, even past out_w in narrow rows
+        last = (max(self.out_w, LANES) - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1] - self.pad_low[1]
+        return self.pad_low[1] == 0 and last < self.width
+
+    def block_start(self, b: ir.IRBuilder, block: ir.Value) -> ir.Value:
+        """First output column of `block`: the last block is moved back to end at out_w."""
+        if self.out_w <= LANES:
+            return ZERO
+        start = b.mul(block, const_i64(LANES), flags=["nuw", "nsw"])
+        last = const_i64(self.out_w - LANES)
+        return b.select(b.icmp_signed(">", start, last), last, start, name="ow0")
+
+    def input_row(self, b: ir.IRBuilder, oh: ir.Value, i: int) -> ir.Value:
+        return b.add(b.mul(oh, const_i64(self.strides[0])), const_i64(i * self.dilation[0] - self.pad_low[0]), name="h")
+
+    def rows_inside(self, b: ir.IRBuilder, oh: ir.Value) -> ir.Value | None:
+        """Every tap row of output row `oh` is inside the input (None: always)."""
+        if self.rows_always_inside():
+            return None
+        first = self.input_row(b, oh, 0)
+        last = b.add(first, const_i64((self.kh - 1) * self.dilation[0]))
+        return b.and_(b.icmp_signed(">=", first, ZERO), b.icmp_signed("<", last, const_i64(self.height)), name="rows.inside")
+
+    def columns_inside(self, b: ir.IRBuilder, ow0: ir.Value) -> ir.Value | None:
+        """Every column the block at ow0 reads is inside the input (None: always)."""
+        if self.columns_always_inside():
+            return None
+        first = b.sub(b.mul(ow0, const_i64(self.strides[1])), const_i64(self.pad_low[1]))
+        span = (LANES - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1]
+        return b.and_(b.icmp_signed(">=", first, ZERO), b.icmp_signed("<", b.add(first, const_i64(span)), const_i64(self.width)),
+                      name="cols.inside")
+
+    def row_pointer(self, b: ir.IRBuilder, plane: ir.Value, h: ir.Value, checked: bool) -> tuple[ir.Value, ir.Value | None]:
+        """(pointer to input row h of `plane` (f32*), h-is-inside or None). A row
+        outside the input is clamped to row 0; the caller masks all its lanes."""
+        ok = None
+        if checked and not self.rows_always_inside():
+            ok = b.icmp_unsigned("<", h, const_i64(self.height), name="h.inb")
+            h = b.select(ok, h, ZERO)
+        offset = b.mul(h, const_i64(self.width), flags=["nsw"])
+        return b.gep(plane, [offset], inbounds=True, name="row"), ok
+
+
+def _int_splat(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    vec = ir.VectorType(I32, LANES)
+    one = b.insert_element(ir.Constant(vec, None), b.trunc(value, I32), ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(vec, [0] * LANES))
+
+
+def _lane_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int, row_ok: ir.Value | None) -> ir.Value:
+    """<LANES x i1>: column first + l*step is inside the input (and the row is)."""
+    steps = ir.Constant(ir.VectorType(I32, LANES), [l * step for l in range(LANES)])
+    positions = b.add(_int_splat(b, first), steps)
+    mask = b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width)), name="mask")
+    if row_ok is None:
+        return mask
+    rows = b.select(row_ok, ir.Constant(ir.VectorType(I1, LANES), [1] * LANES), ir.Constant(ir.VectorType(I1, LANES), [0] * LANES))
+    return b.and_(mask, rows)
+
+
+def _masked_load(b: ir.IRBuilder, row: ir.Value, first: ir.Value, mask: ir.Value, fill: float) -> ir.Value:
+    """LANES floats at row[first:], masked-off lanes = fill and not read (first may lie outside)."""
+    vec = vector_of(LANES)
+    fn = intrinsic(b.module, f"llvm.masked.load.v{LANES}f32.p0", vec, [vec.as_pointer(), ir.VectorType(I1, LANES), vec])
+    addr = b.bitcast(b.gep(row, [first]), vec.as_pointer())
+    return b.call(fn, [addr, mask, ir.Constant(vec, [fill] * LANES)], name="xm")
+
+
+def load_columns(b: ir.IRBuilder, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value, j: int,
+                 checked: bool, fill: float) -> ir.Value:
+    """<LANES x f32>: input columns (ow0 + l)*sw + j*dw - pw of `row`; `fill` where they
+    are padding (checked) -- unchecked, every column must be inside."""
+    sw = w.strides[1]
+    first = b.add(b.mul(ow0, const_i64(sw)), const_i64(j * w.dilation[1] - w.pad_low[1]), name=f"col{j}")
+    if sw == 1:
+        if not checked:
+            return load_vector(b, row, first, LANES, f"x{j}")
+        return _masked_load(b, row, first, _lane_mask(b, w, first, 1, row_ok), fill)
+    if sw == 2:  # columns first, first+2, ..: the even lanes of [first, first+16) and [first+15, first+31)
+        second = b.add(first, const_i64(LANES - 1))
+        if checked:
+            low = _masked_load(b, row, first, _lane_mask(b, w, first, 1, row_ok), fill)
+            high = _masked_load(b, row, second, _lane_mask(b, w, second, 1, row_ok), fill)
+        else:
+            low = load_vector(b, row, first, LANES, f"x{j}.lo")
+            high = load_vector(b, row, second, LANES, f"x{j}.hi")
+        half = LANES // 2
+        evens = [2 * l for l in range(half)] + [LANES + 2 * l + 1 for l in range(half)]
+        return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), evens), name=f"x{j}")
+    # other strides: lane by lane (rare: stride 3+ along the width)
+    result: ir.Value = ir.Constant(vector_of(LANES), None)
+    for lane in range(LANES):
+        pos = b.add(first, const_i64(lane * sw))
+        value: ir.Value
+        if checked:
+            ok = b.icmp_unsigned("<", pos, const_i64(w.width))
+            if row_ok is not None:
+                ok = b.and_(ok, row_ok)
+            loaded = b.load(b.gep(row, [b.select(ok, pos, ZERO)], inbounds=True), align=4)
+            value = b.select(ok, loaded, ir.Constant(F32, fill))
+        else:
+            value = b.load(b.gep(row, [pos], inbounds=True), align=4)
+        result = b.insert_element(result, value, ir.Constant(I32, lane))
+    return result
+
+
+def store_block(ctx: KernelContext, target: Node, w: Window, acc: ir.Value, outer: Sequence[ir.Value],
+                out_row: ir.Value, oh: ir.Value, ow0: ir.Value) -> None:
+    """Store the block's `w.stored` columns of the root, running the fused epilogue on each lane.
+
+    `outer`: the root's index before (oh, ow); `out_row`: linear offset of row oh in the root.
+    """
+    b = ctx.builder
+    start = b.add(out_row, ow0, flags=["nuw", "nsw"])
+    if ctx.kernel.root is target.out and w.stored == LANES:
+        store_vector(b, ctx.out_ptr, start, acc, "out")
+        return
+    elements = []
+    for lane in range(w.stored):
+        scalar = b.extract_element(acc, ir.Constant(I32, lane), name=f"lane{lane}")
+        ow = b.add(ow0, const_i64(lane), flags=["nuw", "nsw"])
+        elements.append((scalar, [*outer, oh, ow], b.add(start, const_i64(lane), flags=["nuw", "nsw"])))
+    store_epilogue(ctx, Epilogue(target, ()), elements)
+
+
+def for_blocks(ctx: KernelContext, w: Window, oh: ir.Value, block: Callable[[ir.Value, bool], None]) -> None:
+    """Run block(ow0, checked) over the column blocks of output row `oh`: unchecked when
+    every read of the block is inside the input."""
+    b = ctx.builder
+    rows_ok = w.rows_inside(b, oh)
+    with for_range(b, 0, w.blocks, "block") as index:
+        ctx.elemental.push_scope()
+        ow0 = w.block_start(b, index)
+        cols_ok = w.columns_inside(b, ow0)
+        inside = cols_ok if rows_ok is None else rows_ok if cols_ok is None else b.and_(rows_ok, cols_ok)
+        # branch(): the fast variant where `inside`, the checked one otherwise (only the fast one if always inside)
+        branch(b, inside, lambda: _scoped(ctx, block, ow0, False), lambda: _scoped(ctx, block, ow0, inside is not None))
+        ctx.elemental.pop_scope()
+
+
+def _scoped(ctx: KernelContext, block: Callable[[ir.Value, bool], None], ow0: ir.Value, checked: bool) -> None:
+    # each variant gets its own cache scope: a value emitted in one branch does not dominate the other
+    ctx.elemental.push_scope()
+    block(ow0, checked)
+    ctx.elemental.pop_scope()
+
+
+# == the depthwise conv ===============================================================
+def is_narrow_conv(node: Node) -> bool:
+    """An unpacked 2-d f32 conv with at most MAX_TAPS taps per output."""
+    if node.op != "conv" or node.out.type.dtype is not DType.F32 or node.out.type.rank != 4:
+        return False
+    x, weight = node.inputs
+    if x.type.size == 0 or node.out.type.size == 0 or any(d != 1 for d in node.attrs.get("lhs_dilation", (1, 1))):
+        return False
+    _, group_channels, kh, kw = weight.type.shape
+    return group_channels * kh * kw <= MAX_TAPS
+
+
+def _conv_node(kernel: Kernel) -> Node | None:
+    conv = elementwise_epilogue(kernel, is_narrow_conv)
+    if conv is None:
+        return None
+    params = {id(p) for p in kernel.params}
+    return conv if all(id(v) in params for v in conv.inputs) else None
+
+
+def conv_window(conv: Node) -> Window:
+    x, weight = conv.inputs
+    attrs = conv.attrs
+    return Window(x.type.shape[2], x.type.shape[3], conv.out.type.shape[2], conv.out.type.shape[3],
+                  weight.type.shape[2], weight.type.shape[3], tuple(attrs["strides"]), tuple(attrs["dilation"]),
+                  (attrs["padding"][0][0], attrs["padding"][1][0]))
+
+
+def _applies(kernel: Kernel, target: CpuTarget) -> bool:
+    return _conv_node(kernel) is not None
+
+
+def _items(kernel: Kernel) -> int:
+    conv = _conv_node(kernel)
+    assert conv is not None
+    n, o, oh, _ = conv.out.type.shape
+    return n * o * oh
+
+
+def _emit(ctx: KernelContext) -> None:
+    conv = _conv_node(ctx.kernel)
+    assert conv is not None
+    b = ctx.builder
+    x, weight = conv.inputs
+    n_size, out_channels, out_h, out_w = conv.out.type.shape
+    in_channels = x.type.shape[1]
+    _, group_channels, kh, kw = weight.type.shape
+    per_group = out_channels // conv.attrs["groups"]
+    w = conv_window(conv)
+    x_ptr, w_ptr = ctx.params[id(x)], ctx.params[id(weight)]
+    with for_range(b, ctx.begin, ctx.end, "item") as item:
+        n, o, oh = delinearize(b, item, (n_size, out_channels, out_h), "item")
+        # the item's taps, broadcast once: w[o, c, i, j]
+        tap_base = b.mul(o, const_i64(group_channels * kh * kw), flags=["nuw", "nsw"])
+        taps = [splat(b, b.load(b.gep(w_ptr, [b.add(tap_base, const_i64(t))], inbounds=True), align=4), LANES, f"w{t}")
+                for t in range(group_channels * kh * kw)]
+        first_channel = b.mul(b.udiv(o, const_i64(per_group)), const_i64(group_channels))
+        planes = []
+        for c in range(group_channels):
+            channel = b.add(first_channel, const_i64(c))
+            plane = b.mul(b.add(b.mul(n, const_i64(in_channels)), channel), const_i64(w.height * w.width))
+            planes.append(b.gep(x_ptr, [plane], inbounds=True, name=f"plane{c}"))
+        out_row = b.mul(b.add(b.mul(b.add(b.mul(n, const_i64(out_channels)), o), const_i64(out_h)), oh), const_i64(out_w))
+
+        def block(ow0: ir.Value, checked: bool) -> None:
+            acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
+            for c, plane in enumerate(planes):
+                for i in range(kh):
+                    row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), checked)
+                    for j in range(kw):
+                        xv = load_columns(b, w, row, row_ok, ow0, j, checked, 0.0)
+                        acc = fma(b, xv, taps[(c * kh + i) * kw + j], acc, "acc")
+            store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
+
+        for_blocks(ctx, w, oh, block)
+
+
+DEPTHWISE_EMITTER = BodyEmitter(_applies, _items, _emit)
+register(DEPTHWISE_EMITTER)
