@@ -377,7 +377,8 @@ def _tile(ctx: KernelContext, plan: DynamicDot, at: _Item, source: tuple[ir.Valu
             for j in range(blocks):
                 b.store(fma(b, a, rhs_vectors[j], b.load(slots[r][j]), f"{name}.acc{r}_{j}"), slots[r][j])
     out_rows = [b.mul(b.add(b.mul(at.batch, const_i64(plan.rows)), m), const_i64(plan.columns)) for m in rows]
-    if plan.epilogue.root_is_contraction:
+    # not epilogue.root_is_contraction: with no unpack links asked for, its chain is empty either way
+    if plan.epilogue.contraction.out is ctx.kernel.root:
         _store_tile(ctx, plan, at, slots, out_rows, columns)
         return
     _store_tile_epilogue(ctx, plan, at, slots, m0, columns)
