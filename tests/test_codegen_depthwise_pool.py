@@ -1,0 +1,204 @@
+"""Depthwise/narrow conv (codegen/cpu/depthwise.py) and pooling (pool.py) kernels vs the interpreter.
+
+As test_codegen_gemm.py: each graph goes through the default pipeline, is
+compiled for the host and run split into pieces (last piece first), and each
+test checks which body emitter took the kernel, so a silent fallback to the
+elemental path fails; the decline tests check the fallback is still right.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from test_codegen_gemm import check, compile_and_run, conv2d, emitters, feeds_for
+
+from aot.codegen.cpu.conv import CONV_EMITTER
+from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES
+from aot.codegen.cpu.pool import POOL_EMITTER
+from aot.interpreter import interpret
+from aot.ir import Builder, DType, Graph, TensorType
+from aot.ir.graph import Value
+
+
+# -- graphs ------------------------------------------------------------------------
+def _scalar(b: Builder, value: float, shape: tuple[int, ...]) -> Value:
+    return b.op("broadcast", [b.constant(np.float32(value))], dims=(), shape=shape)
+
+
+def depthwise_relu6(x_shape: tuple[int, ...], kernel: tuple[int, int], strides=(1, 1), padding=((1, 1), (1, 1)),
+                    dilation=(1, 1), multiplier: int = 1) -> Callable[[], Graph]:
+    """conv(groups = C) + bias + ReLU6, as mobilenetv2 writes it."""
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, x_shape))
+        b = Builder(g)
+        rng = np.random.default_rng(3)
+        c = x_shape[1]
+        w = b.constant(rng.standard_normal((c * multiplier, 1) + kernel).astype(np.float32))
+        y = b.op("conv", [x, w], strides=strides, padding=padding, dilation=dilation, groups=c)
+        shape = y.type.shape
+        bias = b.op("broadcast", [b.constant(rng.standard_normal(shape[1]).astype(np.float32))], dims=(1,), shape=shape)
+        y = b.op("min", [b.op("max", [b.op("add", [y, bias]), _scalar(b, 0.0, shape)]), _scalar(b, 6.0, shape)])
+        g.add_output(y, "y")
+        return g
+    return make
+
+
+def pool(x_shape: tuple[int, ...], kind: str, window: tuple[int, int], strides=(1, 1), padding=((0, 0), (0, 0)),
+         window_dilation=(1, 1), epilogue: str = "none", base_dilation=None) -> Callable[[], Graph]:
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, x_shape))
+        b = Builder(g)
+        lead = len(x_shape) - 2
+        extra = {} if base_dilation is None else {"base_dilation": (1,) * lead + base_dilation}
+        y = b.op("reduce_window", [x], kind=kind, window=(1,) * lead + window, strides=(1,) * lead + strides,
+                 padding=((0, 0),) * lead + padding, window_dilation=(1,) * lead + window_dilation, **extra)
+        if epilogue == "average":
+            y = b.op("div", [y, _scalar(b, float(window[0] * window[1]), y.type.shape)])
+        g.add_output(y, "y")
+        return g
+    return make
+
+
+# -- depthwise conv ----------------------------------------------------------------
+@pytest.mark.parametrize("x_shape,kernel,strides,padding,dilation", [
+    ((1, 32, 112, 112), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),  # mobilenetv2 block 1
+    ((1, 8, 29, 31), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),  # stride 2, odd sizes
+    ((2, 5, 13, 7), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),  # rows narrower than the lanes
+    ((1, 3, 11, 45), (5, 5), (1, 1), ((2, 2), (2, 2)), (1, 1)),
+    ((1, 4, 17, 40), (3, 3), (2, 3), ((0, 2), (1, 2)), (2, 2)),  # stride 3 along width, dilation
+    ((1, 3, 9, 38), (3, 2), (1, 2), ((2, 0), (0, 1)), (1, 3)),  # high padding only, ceil-mode like
+    ((1, 2, 3, 3), (3, 3), (1, 1), ((2, 2), (2, 2)), (1, 1)),  # every row and column touches padding
+    ((1, 7, 16, 16), (1, 1), (1, 1), ((0, 0), (0, 0)), (1, 1)),  # exactly one block, no checks
+])
+def test_depthwise_bias_relu6(x_shape, kernel, strides, padding, dilation):
+    make = depthwise_relu6(x_shape, kernel, strides, padding, dilation)
+    plan = check(make, feeds_for(make), pieces=3)
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+
+
+def test_depthwise_channel_multiplier():
+    make = depthwise_relu6((1, 3, 10, 21), (3, 3), multiplier=3)
+    assert emitters(check(make, feeds_for(make), pieces=2)) == [DEPTHWISE_EMITTER]
+
+
+@pytest.mark.parametrize("epilogue", ["none", "residual_tanh", "two_consumers"])
+@pytest.mark.parametrize("width", [5, 33])
+def test_depthwise_epilogues(epilogue, width):
+    make = conv2d((2, 6, 9, width), 6, (3, 3), epilogue, groups=6, padding=((1, 1), (1, 1)))
+    plan = check(make, feeds_for(make), pieces=2)
+    assert DEPTHWISE_EMITTER in emitters(plan)
+
+
+def test_narrow_groups_of_two_channels():
+    # 12 outputs in 4 groups of 3 over 2 input channels each: too narrow for the packed conv
+    make = conv2d((1, 8, 11, 19), 12, (3, 3), groups=4, strides=(2, 1), padding=((1, 1), (0, 2)))
+    assert emitters(check(make, feeds_for(make), pieces=3)) == [DEPTHWISE_EMITTER]
+
+
+def test_depthwise_split_ranges_equal_the_full_run():
+    make = depthwise_relu6((1, 4, 21, 37), (3, 3), strides=(2, 2))
+    feeds = feeds_for(make)
+    whole, _ = compile_and_run(make(), feeds, pieces=1)
+    split, _ = compile_and_run(make(), feeds, pieces=7)
+    np.testing.assert_array_equal(whole[0], split[0])
+
+
+def test_depthwise_nan_and_inf_reach_only_their_windows():
+    make = conv2d((1, 2, 6, 20), 2, (3, 3), "none", groups=2, padding=((1, 1), (1, 1)))
+    feeds = feeds_for(make)
+    feeds["x"][0, 0, 2, 3] = np.nan
+    feeds["x"][0, 1, 5, 19] = np.inf
+    got, plan = compile_and_run(make(), feeds)
+    expected = interpret(make(), feeds)[0]
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    np.testing.assert_allclose(got[0], expected, rtol=2e-5, atol=2e-5)
+
+
+def test_does_not_take_convs_with_too_many_taps():
+    make = conv2d((1, 4, 12, 12), 4, (9, 9), groups=4, padding=((4, 4), (4, 4)))  # 81 taps: elemental
+    plan = check(make, feeds_for(make))
+    assert emitters(plan) == [None]
+
+
+def test_does_not_take_packed_convs():
+    make = conv2d((1, 3, 9, 9), 16, (3, 3), padding=((1, 1), (1, 1)))
+    assert emitters(check(make, feeds_for(make))) == [CONV_EMITTER]
+
+
+def test_does_not_take_transposed_convs():
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, (1, 3, 5, 6)))
+        b = Builder(g)
+        w = b.constant(np.random.default_rng(1).standard_normal((3, 1, 3, 3)).astype(np.float32))
+        g.add_output(b.op("conv", [x, w], strides=(1, 1), padding=((2, 2), (2, 2)), dilation=(1, 1), groups=3,
+                          lhs_dilation=(2, 2)), "y")
+        return g
+    assert emitters(check(make, feeds_for(make))) == [None]
+
+
+# -- pooling -----------------------------------------------------------------------
+@pytest.mark.parametrize("x_shape,kind,window,strides,padding,window_dilation", [
+    ((1, 64, 112, 112), "max", (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),  # resnet18 max pool
+    ((1, 3, 17, 17), "max", (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),
+    ((2, 3, 9, 40), "min", (2, 3), (1, 3), ((0, 1), (2, 2)), (1, 1)),
+    ((1, 2, 23, 37), "sum", (3, 3), (2, 2), ((1, 2), (1, 2)), (2, 1)),  # ceil-mode like high padding, dilation
+    ((1, 3, 7, 7), "max", (7, 7), (1, 1), ((0, 0), (0, 0)), (1, 1)),  # global: one output per plane
+    ((1, 2, 70, 3), "sum", (70, 1), (1, 1), ((0, 0), (0, 0)), (1, 1)),  # taller than MAX_TAPS: looped rows
+    ((2, 2, 2), "max", (2, 2), (1, 1), ((3, 3), (3, 3)), (1, 1)),  # windows wholly in the padding: -inf
+    ((3, 5, 20), "max", (1, 3), (1, 2), ((0, 0), (1, 1)), (1, 1)),  # 1-d pooling on [N, C, W]
+])
+def test_pool(x_shape, kind, window, strides, padding, window_dilation):
+    make = pool(x_shape, kind, window, strides, padding, window_dilation)
+    plan = check(make, feeds_for(make), pieces=3)
+    assert emitters(plan) == [POOL_EMITTER]
+
+
+def test_average_pool_epilogue():
+    make = pool((1, 4, 15, 33), "sum", (3, 3), (2, 2), ((1, 1), (1, 1)), epilogue="average")
+    assert emitters(check(make, feeds_for(make), pieces=2)) == [POOL_EMITTER]
+
+
+def test_max_pool_propagates_nan():
+    make = pool((1, 1, 6, 20), "max", (3, 3), (2, 2), ((1, 1), (1, 1)))
+    feeds = feeds_for(make)
+    feeds["x"][0, 0, 2, 4] = np.nan
+    feeds["x"][0, 0, 5, 0] = -np.inf
+    got, plan = compile_and_run(make(), feeds, pieces=2)
+    expected = interpret(make(), feeds)[0]
+    assert emitters(plan) == [POOL_EMITTER]
+    np.testing.assert_array_equal(got[0], expected.astype(np.float32))  # NaN == NaN here
+
+
+def test_pool_split_ranges_equal_the_full_run():
+    make = pool((2, 3, 19, 2 * LANES + 5), "max", (3, 3), (2, 2), ((1, 1), (1, 1)))
+    feeds = feeds_for(make)
+    whole, _ = compile_and_run(make(), feeds, pieces=1)
+    split, _ = compile_and_run(make(), feeds, pieces=5)
+    np.testing.assert_array_equal(whole[0], split[0])
+
+
+@pytest.mark.parametrize("make", [
+    pool((1, 3, 8, 8), "max", (2, 2), base_dilation=(2, 2)),  # base dilation
+    pool((1, 2, 0, 6), "max", (1, 2), padding=((1, 1), (0, 0))),  # size-0 input, every window in the padding
+], ids=["base_dilation", "size_0_input"])
+def test_pool_declines_and_falls_back(make):
+    got, plan = compile_and_run(make(), feeds_for(make))
+    assert emitters(plan) == [None]
+    np.testing.assert_allclose(got[0], interpret(make(), feeds_for(make))[0], rtol=1e-6)
+
+
+def test_pool_declines_windows_over_channels():
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, (1, 6, 5, 5)))
+        y = Builder(g).op("reduce_window", [x], kind="max", window=(1, 3, 1, 1), strides=(1, 1, 1, 1),
+                          padding=((0, 0), (1, 1), (0, 0), (0, 0)))
+        g.add_output(y, "y")
+        return g
+    assert emitters(check(make, feeds_for(make))) == [None]
