@@ -218,17 +218,19 @@ def run_aot(case: Case) -> Result:
 
     result = Result(case.name, case.suite, "passed")
     first_inputs = [_as_array(x) for x in case.data_sets[0][0]] if case.data_sets else []
-    model, frozen = case.model, []
+    model = case.model
+    frozen: dict[str, np.ndarray] = {}
     start = time.perf_counter()
     try:
         try:
             compiled = compile_model(model, shapes=symbolic_shapes(model, first_inputs) or None)
         except UnsupportedError as err:
-            model, frozen = freeze_int_inputs(case, str(err))
+            frozen = freeze_int_inputs(case, str(err))
             if not frozen:
                 raise
-            compiled = compile_model(model, shapes=symbolic_shapes(model, first_inputs) or None)
-            result.extra["frozen"] = frozen
+            # what `aot-compile --bind NAME=value.npy` does for a user
+            compiled = compile_model(model, shapes=symbolic_shapes(model, first_inputs) or None, bind=frozen)
+            result.extra["frozen"] = sorted(frozen)
     except (UnsupportedError, ModelError, CodegenError) as err:
         result.compile_s = time.perf_counter() - start
         result.status, result.reason = "rejected", f"{type(err).__name__}: {_one_line(err)}"
@@ -259,19 +261,17 @@ def run_aot(case: Case) -> Result:
 NEEDS_CONSTANT = re.compile(r"must be (known at compile time|a constant)")
 
 
-def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[str]]:
-    """The model with its small parameter inputs (ints; 1-D floats such as scales; 1-D bool masks) made initializers.
+def freeze_int_inputs(case: Case, reason: str) -> dict[str, np.ndarray]:
+    """Values to bind (`--bind`) for the small parameter inputs (ints; 1-D floats such as scales; 1-D bool masks).
 
     Only when the plain compile asked for a compile-time value, and only for
-    inputs whose value is the same in every data set: the frozen model is
+    inputs whose value is the same in every data set: the bound model is
     the one an exporter would have written with those operands constant.
     The table records which inputs were frozen.
     """
     if not NEEDS_CONSTANT.search(reason):
-        return case.model, []
-    frozen: list[str] = []
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
+        return {}
+    frozen: dict[str, np.ndarray] = {}
     for position, vi in enumerate(_real_inputs(case.model)):
         values = [_as_array(inputs[position]) for inputs, _ in case.data_sets]
         first = values[0]
@@ -286,11 +286,8 @@ def freeze_int_inputs(case: Case, reason: str) -> tuple[onnx.ModelProto, list[st
             continue
         if any(not np.array_equal(v, first) for v in values[1:]):
             continue
-        model.graph.initializer.append(numpy_helper.from_array(first, vi.name))
-        frozen.append(vi.name)
-    if frozen and model.ir_version < 4:
-        model.ir_version = 4  # initializers need not be listed as inputs from IR version 4 on
-    return model, frozen
+        frozen[vi.name] = first
+    return frozen
 
 
 def run_ort(case: Case) -> tuple[str, str]:
