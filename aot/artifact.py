@@ -166,12 +166,18 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, level: int
 
 
 def write_artifact(path: Union[str, os.PathLike], manifest: dict, sections: Sequence[SectionSpec], **kw) -> int:
-    """Write an artifact atomically (temp file in the same dir, then os.replace).
-
-    Returns the number of bytes written. On any error no file (half or whole)
-    is left at `path`'s temp name, and an existing `path` is untouched.
-    """
+    """Pack and write an artifact atomically; returns the number of bytes written."""
     data = pack_artifact(manifest, sections, **kw)
+    write_atomically(path, data)
+    return len(data)
+
+
+def write_atomically(path: Union[str, os.PathLike], data: bytes) -> None:
+    """Write `data` to `path` through a temp file in the same dir and os.replace.
+
+    On any error no file (half or whole) is left at the temp name, and an
+    existing `path` is untouched.
+    """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -188,7 +194,6 @@ def write_artifact(path: Union[str, os.PathLike], manifest: dict, sections: Sequ
         except OSError:
             pass
         raise
-    return len(data)
 
 
 def _decode_name(raw: bytes, index: int) -> str:

@@ -159,7 +159,7 @@ def compile_model(
     (ONNX). Writes `output_path` when given; always returns the artifact
     bytes, manifest and execution plan.
     """
-    from aot.artifact import pack_artifact
+    from aot.artifact import pack_artifact, write_atomically
     from aot.codegen.cpu import CpuTarget, emit_cpu
 
     if target not in TARGETS:
@@ -183,9 +183,7 @@ def compile_model(
     path = None
     if output_path is not None:
         path = Path(output_path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(artifact)
-        os.replace(tmp, path)
+        write_atomically(path, artifact)
     if log:
         log(f"{'total':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  artifact {len(artifact)} B")
     return CompileResult(path, artifact, manifest, plan)
