@@ -26,9 +26,11 @@ same Session are serialized by a lock. For parallel inference create one
 Session per thread (each has its own arena and thread pool). ctypes releases
 the GIL during ``aot_run``, so such sessions do run in parallel.
 
-bfloat16: numpy has no bfloat16. When ``ml_dtypes`` is importable, bfloat16
-tensors are ``ml_dtypes.bfloat16`` arrays; otherwise they are ``uint16``
-arrays holding the raw bits. Inputs are accepted in either form.
+bfloat16 and float8: numpy has no such types. When ``ml_dtypes`` is
+importable, such tensors are ``ml_dtypes.bfloat16`` / ``float8_e4m3fn`` /
+``float8_e4m3fnuz`` / ``float8_e5m2`` / ``float8_e5m2fnuz`` arrays; otherwise
+they are ``uint16`` (bfloat16) or ``uint8`` (float8) arrays holding the raw
+bits. Inputs are accepted in either form.
 """
 
 from __future__ import annotations
@@ -76,12 +78,14 @@ AOT_ERR_INTERNAL = 9
 # the rest (no memory, dlopen failure, ...) are RunError.
 _ARTIFACT_STATUSES = {AOT_ERR_IO, AOT_ERR_FORMAT, AOT_ERR_CHECKSUM, AOT_ERR_UNSUPPORTED}
 
-try:  # optional: a real bfloat16 numpy dtype
+try:  # optional: real bfloat16 and float8 numpy dtypes
     import ml_dtypes as _ml_dtypes
 
     _BF16: np.dtype = np.dtype(_ml_dtypes.bfloat16)
+    _F8 = [np.dtype(getattr(_ml_dtypes, n)) for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")]
 except ImportError:  # pragma: no cover - depends on the environment
     _BF16 = np.dtype(np.uint16)
+    _F8 = [np.dtype(np.uint8)] * 4
 
 # aot_dtype_t -> (numpy dtype, onnxruntime type string)
 _DTYPES: dict[int, tuple[np.dtype, str]] = {
@@ -95,9 +99,20 @@ _DTYPES: dict[int, tuple[np.dtype, str]] = {
     8: (np.dtype(np.int64), "tensor(int64)"),
     9: (np.dtype(np.uint8), "tensor(uint8)"),
     10: (np.dtype(np.bool_), "tensor(bool)"),
+    11: (np.dtype(np.uint16), "tensor(uint16)"),
+    12: (np.dtype(np.uint32), "tensor(uint32)"),
+    13: (np.dtype(np.uint64), "tensor(uint64)"),
+    14: (_F8[0], "tensor(float8e4m3fn)"),
+    15: (_F8[1], "tensor(float8e4m3fnuz)"),
+    16: (_F8[2], "tensor(float8e5m2)"),
+    17: (_F8[3], "tensor(float8e5m2fnuz)"),
 }
+# codes whose arrays may also be given as raw bits of this unsigned type
+_RAW_BITS = {4: np.dtype(np.uint16), 14: np.dtype(np.uint8), 15: np.dtype(np.uint8), 16: np.dtype(np.uint8),
+             17: np.dtype(np.uint8)}
+_NAMES = {4: "bfloat16", 14: "float8e4m3fn", 15: "float8e4m3fnuz", 16: "float8e5m2", 17: "float8e5m2fnuz"}
 _ORT_TYPES = {str(dt): ort for dt, ort in _DTYPES.values()}
-_ORT_TYPES["bfloat16"] = "tensor(bfloat16)"
+_ORT_TYPES.update({_NAMES[code]: _DTYPES[code][1] for code in _NAMES})
 
 
 # ---------------------------------------------------------------- ctypes
@@ -349,8 +364,8 @@ class Session:
         arr = np.asarray(value)
         want = desc.info.dtype
         if arr.dtype != want:
-            if desc.code == 4 and arr.dtype in (np.dtype(np.uint16), _BF16):
-                arr = arr.view(_BF16)
+            if desc.code in _RAW_BITS and arr.dtype == _RAW_BITS[desc.code]:
+                arr = arr.view(want)
             else:
                 raise RunError(f"input {name!r}: expected dtype {_dtype_name(want, desc.code)}, got {arr.dtype}")
         if list(arr.shape) != desc.info.shape:
@@ -420,7 +435,7 @@ class Session:
 
 
 def _dtype_name(dtype: np.dtype, code: int) -> str:
-    return "bfloat16" if code == 4 else str(dtype)
+    return _NAMES.get(code, str(dtype))
 
 
 def _fmt_shape(shape) -> str:

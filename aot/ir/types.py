@@ -22,6 +22,14 @@ class DType(enum.Enum):
     I64 = "i64"
     U8 = "u8"
     BOOL = "i1"
+    U16 = "u16"
+    U32 = "u32"
+    U64 = "u64"
+    # float8 (OCP FP8 and the "fnuz" variants of ONNX): one byte in memory, f32 in registers
+    F8E4M3FN = "f8e4m3fn"
+    F8E4M3FNUZ = "f8e4m3fnuz"
+    F8E5M2 = "f8e5m2"
+    F8E5M2FNUZ = "f8e5m2fnuz"
 
     @property
     def is_float(self) -> bool:
@@ -40,18 +48,29 @@ class DType(enum.Enum):
         """Name used in the artifact manifest and the C runtime (numpy-style)."""
         return _MANIFEST_NAME[self]
 
-    def to_numpy(self) -> np.dtype:
-        if self is DType.BF16:
-            import ml_dtypes  # ships with onnx; numpy has no bfloat16
+    @property
+    def is_narrow_float(self) -> bool:
+        """Stored in fewer bits than f32 and computed in f32 (f16, bf16, float8)."""
+        return self in NARROW_FLOAT_DTYPES
 
-            return np.dtype(ml_dtypes.bfloat16)
+    @property
+    def is_float8(self) -> bool:
+        return self in FLOAT8_DTYPES
+
+    def to_numpy(self) -> np.dtype:
+        name = _ML_DTYPES_NAME.get(self)
+        if name is not None:
+            import ml_dtypes  # ships with onnx; numpy has no bfloat16 or float8
+
+            return np.dtype(getattr(ml_dtypes, name))
         return np.dtype(_NUMPY_NAME[self])
 
     @staticmethod
     def from_numpy(dtype: np.dtype | type) -> DType:
         dt = np.dtype(dtype)
-        if dt.name == "bfloat16":
-            return DType.BF16
+        for member, name in _ML_DTYPES_NAME.items():
+            if dt.name == name:
+                return member
         for member, name in _NUMPY_NAME.items():
             if dt == np.dtype(name):
                 return member
@@ -65,19 +84,48 @@ class DType(enum.Enum):
             raise IRError(f"unknown dtype '{text}'") from None
 
 
-FLOAT_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32, DType.F64})
-INT_DTYPES = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8})
+FLOAT8_DTYPES = frozenset({DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2, DType.F8E5M2FNUZ})
+NARROW_FLOAT_DTYPES = frozenset({DType.F16, DType.BF16}) | FLOAT8_DTYPES
+FLOAT_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32, DType.F64}) | FLOAT8_DTYPES
+INT_DTYPES = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
 SIGNED_DTYPES = frozenset({DType.I8, DType.I16, DType.I32, DType.I64})
+UNSIGNED_DTYPES = INT_DTYPES - SIGNED_DTYPES
 
 _ITEMSIZE = {
     DType.F16: 2, DType.BF16: 2, DType.F32: 4, DType.F64: 8, DType.I8: 1, DType.I16: 2,
-    DType.I32: 4, DType.I64: 8, DType.U8: 1, DType.BOOL: 1,
+    DType.I32: 4, DType.I64: 8, DType.U8: 1, DType.BOOL: 1, DType.U16: 2, DType.U32: 4, DType.U64: 8,
+    DType.F8E4M3FN: 1, DType.F8E4M3FNUZ: 1, DType.F8E5M2: 1, DType.F8E5M2FNUZ: 1,
 }
 _NUMPY_NAME = {
     DType.F16: "float16", DType.F32: "float32", DType.F64: "float64", DType.I8: "int8",
     DType.I16: "int16", DType.I32: "int32", DType.I64: "int64", DType.U8: "uint8", DType.BOOL: "bool",
+    DType.U16: "uint16", DType.U32: "uint32", DType.U64: "uint64",
 }
-_MANIFEST_NAME = {**_NUMPY_NAME, DType.BF16: "bfloat16"}
+# numpy has no such types; ml_dtypes (a dependency of onnx) does, under these names
+_ML_DTYPES_NAME = {
+    DType.BF16: "bfloat16", DType.F8E4M3FN: "float8_e4m3fn", DType.F8E4M3FNUZ: "float8_e4m3fnuz",
+    DType.F8E5M2: "float8_e5m2", DType.F8E5M2FNUZ: "float8_e5m2fnuz",
+}
+# manifest / C runtime names: numpy's, and ml_dtypes' without the underscore for float8
+_MANIFEST_NAME = {
+    **_NUMPY_NAME, DType.BF16: "bfloat16", DType.F8E4M3FN: "float8e4m3fn", DType.F8E4M3FNUZ: "float8e4m3fnuz",
+    DType.F8E5M2: "float8e5m2", DType.F8E5M2FNUZ: "float8e5m2fnuz",
+}
+
+
+def numpy_is_float(dtype: np.dtype) -> bool:
+    """A float numpy dtype, ml_dtypes' bfloat16 and float8 types included (their kind is not always 'f')."""
+    return dtype.kind == "f" or dtype.name in _ML_DTYPES_NAME.values()
+
+
+def float8_saturate(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """x (a float array) in float8 `dtype` as ONNX Cast with saturate=1 gives it: round to nearest
+    even, out-of-range values and infinities clamp to the largest finite value, NaN stays NaN."""
+    import ml_dtypes
+
+    limit = float(ml_dtypes.finfo(dtype.to_numpy()).max)
+    with np.errstate(invalid="ignore"):
+        return np.clip(x.astype(np.float32), -limit, limit).astype(dtype.to_numpy())
 
 
 @dataclass(frozen=True)

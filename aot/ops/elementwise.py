@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from aot.errors import IRError
-from aot.ir.types import DType, TensorType
+from aot.ir.types import DType, TensorType, float8_saturate, numpy_is_float
 from aot.ops.registry import register
 
 
@@ -34,8 +34,8 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 def _compute_dtype(x: np.ndarray) -> np.ndarray:
-    """Half types compute in float32 (as codegen does) so folding matches run time."""
-    if x.dtype.kind == "f" and x.dtype.itemsize < 4 or x.dtype.name == "bfloat16":
+    """Half and float8 types compute in float32 (as codegen does) so folding matches run time."""
+    if numpy_is_float(x.dtype) and x.dtype.itemsize < 4:
         return x.astype(np.float32)
     return x
 
@@ -160,6 +160,9 @@ BOOL_RESULT_UNARY = frozenset({"is_finite"})
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "u":
+        # exact for 64 bits too (a float64 quotient is not); x / 0 = 0 as codegen defines it
+        return np.where(b == 0, 0, a // np.where(b == 0, 1, b)).astype(a.dtype)
     if a.dtype.kind in "iu":
         # integer division truncates toward zero (C semantics, as ONNX Div does)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -269,10 +272,12 @@ def _saturating_float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
 def _convert_ref(ins: Sequence[np.ndarray], attrs: dict[str, Any], out: TensorType) -> np.ndarray:
     x = ins[0]
     target = out.dtype.to_numpy()
-    if out.dtype.is_int and (x.dtype.kind == "f" or x.dtype.name == "bfloat16"):
+    if out.dtype.is_int and numpy_is_float(x.dtype):
         return _saturating_float_to_int(x, target)
     if out.dtype is DType.BOOL:
         return x != 0
+    if out.dtype.is_float8:
+        return float8_saturate(x, out.dtype)
     with np.errstate(all="ignore"):
         return x.astype(target)
 

@@ -27,7 +27,14 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.INT32: DType.I32,
     TensorProto.INT64: DType.I64,
     TensorProto.UINT8: DType.U8,
+    TensorProto.UINT16: DType.U16,
+    TensorProto.UINT32: DType.U32,
+    TensorProto.UINT64: DType.U64,
     TensorProto.BOOL: DType.BOOL,
+    TensorProto.FLOAT8E4M3FN: DType.F8E4M3FN,
+    TensorProto.FLOAT8E4M3FNUZ: DType.F8E4M3FNUZ,
+    TensorProto.FLOAT8E5M2: DType.F8E5M2,
+    TensorProto.FLOAT8E5M2FNUZ: DType.F8E5M2FNUZ,
 }
 
 

@@ -70,7 +70,17 @@ typedef enum aot_dtype {
   AOT_DTYPE_INT32 = 7,
   AOT_DTYPE_INT64 = 8,
   AOT_DTYPE_UINT8 = 9,
-  AOT_DTYPE_BOOL = 10 /* one byte, 0 or 1 */
+  AOT_DTYPE_BOOL = 10, /* one byte, 0 or 1 */
+  /* appended in ABI version 1 without a bump: an older runtime refuses these
+     names in a manifest (AOT_ERR_UNSUPPORTED), it never misreads them */
+  AOT_DTYPE_UINT16 = 11,
+  AOT_DTYPE_UINT32 = 12,
+  AOT_DTYPE_UINT64 = 13,
+  /* float8, one byte each: ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ */
+  AOT_DTYPE_FLOAT8E4M3FN = 14,
+  AOT_DTYPE_FLOAT8E4M3FNUZ = 15,
+  AOT_DTYPE_FLOAT8E5M2 = 16,
+  AOT_DTYPE_FLOAT8E5M2FNUZ = 17
 } aot_dtype_t;
 
 typedef struct aot_model aot_model_t;

@@ -71,6 +71,12 @@ static const struct {
     {"int8", AOT_DTYPE_INT8, 1},       {"int16", AOT_DTYPE_INT16, 2},
     {"int32", AOT_DTYPE_INT32, 4},     {"int64", AOT_DTYPE_INT64, 8},
     {"uint8", AOT_DTYPE_UINT8, 1},     {"bool", AOT_DTYPE_BOOL, 1},
+    {"uint16", AOT_DTYPE_UINT16, 2},   {"uint32", AOT_DTYPE_UINT32, 4},
+    {"uint64", AOT_DTYPE_UINT64, 8},
+    {"float8e4m3fn", AOT_DTYPE_FLOAT8E4M3FN, 1},
+    {"float8e4m3fnuz", AOT_DTYPE_FLOAT8E4M3FNUZ, 1},
+    {"float8e5m2", AOT_DTYPE_FLOAT8E5M2, 1},
+    {"float8e5m2fnuz", AOT_DTYPE_FLOAT8E5M2FNUZ, 1},
 };
 
 uint32_t aot_dtype_size(aot_dtype_t dtype) {

@@ -6,8 +6,11 @@ loads from their buffers; fused nodes are generated inline, recursively:
 index-mapping ops remap the index, elementwise ops combine operand scalars,
 contractions loop over their contracted/window dims with an accumulator.
 
-Register types: f16 and bf16 compute in f32 and are rounded back to their
-own precision after every op (as the reference does); bool is i1 in
+Register types: f16, bf16 and float8 compute in f32 and are rounded back to
+their own precision after every op (as the reference does); float8 reads
+through a 256-entry table and writes by bit manipulation, saturating (ONNX
+Cast's default: see f32_to_float8); unsigned ints share the signless LLVM
+int types and use unsigned compares, divisions and conversions; bool is i1 in
 registers and one byte in memory. Out-of-bounds positions (pad, concat,
 conv padding) clamp their index and select, so no branch and no stray read.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -24,7 +28,7 @@ from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, lineari
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
-from aot.ir.types import DType, SIGNED_DTYPES
+from aot.ir.types import DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
 from aot.ops.indexing import GatherDims
 from aot.ops.linalg import conv_lhs_dilation, dot_free_dims
 from aot.ops.reduction import reduce_identity, window_dilations
@@ -40,6 +44,8 @@ ACCUMULATE = ("reassoc", "contract")
 _REGISTER = {
     DType.F16: m.F32, DType.BF16: m.F32, DType.F32: m.F32, DType.F64: m.F64,
     DType.I8: I8, DType.U8: I8, DType.I16: I16, DType.I32: ir.IntType(32), DType.I64: I64, DType.BOOL: I1,
+    DType.U16: I16, DType.U32: ir.IntType(32), DType.U64: I64,
+    DType.F8E4M3FN: m.F32, DType.F8E4M3FNUZ: m.F32, DType.F8E5M2: m.F32, DType.F8E5M2FNUZ: m.F32,
 }
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
@@ -53,9 +59,102 @@ def storage_type(dtype: DType, target: CpuTarget) -> ir.Type:
         return HALF if target.native_f16 else I16
     if dtype is DType.BF16:
         return I16
-    if dtype is DType.BOOL:
+    if dtype is DType.BOOL or dtype.is_float8:
         return I8
     return _REGISTER[dtype]
+
+
+# -- float8 -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Float8Format:
+    """Layout and special values of one float8 type (sign, `exponent` bits, `mantissa` bits)."""
+
+    exponent: int
+    mantissa: int
+    bias: int
+    max_code: int  # magnitude bits of the largest finite value
+    nan_code: int  # the NaN written (fnuz: 0x80, the only NaN; its sign bit is the NaN)
+    inf_code: int | None  # magnitude bits of infinity (e5m2 only)
+    fnuz: bool  # no negative zero: -0 is written as 0
+
+    def overflow_threshold(self) -> tuple[float, bool]:
+        """(t, inclusive): a finite |x| rounds past the largest finite value iff |x| > t (>= t when inclusive).
+        t is the midpoint above the largest value; a tie goes to the even neighbour."""
+        largest = _F8_TABLE_VALUES(self)[self.max_code]
+        ulp = 2.0 ** (math.floor(math.log2(largest)) - self.mantissa)
+        return largest + ulp / 2, bool(self.max_code & 1)
+
+
+FLOAT8_FORMATS: dict[DType, Float8Format] = {
+    DType.F8E4M3FN: Float8Format(4, 3, 7, 0x7E, 0x7F, None, False),
+    DType.F8E4M3FNUZ: Float8Format(4, 3, 8, 0x7F, 0x80, None, True),
+    DType.F8E5M2: Float8Format(5, 2, 15, 0x7B, 0x7E, 0x7C, False),
+    DType.F8E5M2FNUZ: Float8Format(5, 2, 16, 0x7F, 0x80, None, True),
+}
+
+
+def _F8_TABLE_VALUES(fmt: Float8Format) -> np.ndarray:
+    """The f32 value of each of the 256 codes (the table float8 reads go through)."""
+    dtype = next(d for d, f in FLOAT8_FORMATS.items() if f is fmt)
+    return np.arange(256, dtype=np.uint8).view(dtype.to_numpy()).astype(np.float32)
+
+
+def float8_to_f32(b: ir.IRBuilder, bits: ir.Value, dtype: DType, name: str) -> ir.Value:
+    """Exact: a load from a private 256-entry f32 table of the format's values."""
+    module = b.module
+    symbol = f"aot.{dtype.value}.table"
+    table = module.globals.get(symbol)
+    if table is None:
+        values = _F8_TABLE_VALUES(FLOAT8_FORMATS[dtype])
+        ty = ir.ArrayType(m.F32, 256)
+        table = ir.GlobalVariable(module, ty, name=symbol)
+        table.linkage = "private"
+        table.global_constant = True
+        table.initializer = ir.Constant(ty, [float(v) for v in values])
+        table.align = 64
+    slot = b.gep(table, [ZERO, b.zext(bits, I64)], inbounds=True, name=f"{name}.f8slot")
+    return b.load(slot, name=name, align=4)
+
+
+def f32_to_float8(lib: m.MathLib, b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = True) -> ir.Value:
+    """Round to nearest even. saturate: finite overflow and infinities give the largest finite value
+    of x's sign (ONNX Cast's default); else they give infinity (e5m2) or NaN. NaN gives NaN."""
+    fmt = FLOAT8_FORMATS[dtype]
+    i32 = ir.IntType(32)
+    bits = b.bitcast(x, i32)
+    sign = b.trunc(b.lshr(bits, i32(31)), I8)
+    magnitude_bits = b.and_(bits, i32(0x7FFFFFFF))
+    magnitude = b.bitcast(magnitude_bits, m.F32)
+    # normal range: round the f32 mantissa to fmt.mantissa bits (a carry bumps the exponent)
+    shift = 23 - fmt.mantissa
+    lsb = b.and_(b.lshr(magnitude_bits, i32(shift)), i32(1))
+    rounded = b.add(magnitude_bits, b.add(i32((1 << (shift - 1)) - 1), lsb))
+    normal = b.sub(b.lshr(rounded, i32(shift)), i32((127 - fmt.bias) << fmt.mantissa))
+    # subnormal range: |x| / (smallest subnormal), rounded to even (2**mantissa is the smallest normal's code)
+    scaled = b.fmul(magnitude, ir.Constant(m.F32, 2.0 ** (fmt.bias - 1 + fmt.mantissa)))
+    even = b.call(m.intrinsic(b.module, "llvm.roundeven.f32", m.F32, [m.F32]), [scaled])
+    subnormal = b.fptoui(even, i32)
+    smallest_normal = ir.Constant(m.F32, 2.0 ** (1 - fmt.bias))
+    code = b.select(b.fcmp_ordered("<", magnitude, smallest_normal), subnormal, normal)
+    overflow = b.icmp_unsigned(">", code, i32(fmt.max_code))
+    if saturate:
+        past = i32(fmt.max_code)
+    elif fmt.inf_code is not None:
+        past = i32(fmt.inf_code)
+    else:
+        past = i32(fmt.nan_code)
+    code = b.trunc(b.select(overflow, past, code), I8)
+    if fmt.fnuz:
+        # no -0; 0x80 is NaN, so a negative value that rounds to 0 is +0, and NaN carries no sign
+        negative = b.and_(b.icmp_unsigned("!=", sign, I8(0)), b.icmp_unsigned("!=", code, I8(0)))
+        nan_or_code = b.select(b.icmp_unsigned("==", code, I8(fmt.nan_code)), code, b.or_(code, I8(0x80)))
+        signed = b.select(negative, nan_or_code, code)
+        nan = I8(fmt.nan_code)
+    else:
+        signed = b.or_(code, b.shl(sign, I8(7)))
+        nan = b.or_(I8(fmt.nan_code), b.shl(sign, I8(7)))
+    is_nan = b.fcmp_unordered("uno", x, x)
+    return b.select(is_nan, nan, signed, name="f8.bits")
 
 
 def where(node: Node) -> str:
@@ -213,6 +312,8 @@ class ElementalEmitter:
             return m.f16_bits_to_f32(self.lib, self.b, raw)
         if dtype is DType.BF16:
             return m.bf16_bits_to_f32(self.b, raw)
+        if dtype.is_float8:
+            return float8_to_f32(self.b, raw, dtype, name)
         if dtype is DType.BOOL:
             return self.b.icmp_unsigned("!=", raw, I8(0), name=name)
         return raw
@@ -224,19 +325,27 @@ class ElementalEmitter:
             return m.f32_to_f16_bits(self.lib, self.b, value)
         if dtype is DType.BF16:
             return m.f32_to_bf16_bits(self.b, value)
+        if dtype.is_float8:
+            return f32_to_float8(self.lib, self.b, value, dtype)
         if dtype is DType.BOOL:
             return self.b.zext(value, I8)
         return value
 
     def round_to(self, value: ir.Value, dtype: DType) -> ir.Value:
-        """Round an f32 register value to the precision of f16/bf16 (no-op otherwise)."""
-        if dtype in (DType.F16, DType.BF16):
+        """Round an f32 register value to the precision of f16/bf16/float8 (no-op otherwise)."""
+        if dtype.is_narrow_float:
             return self.from_storage(self.to_storage(value, dtype), dtype, "rounded")
         return value
 
     # -- scalars --------------------------------------------------------------------
     def immediate(self, dtype: DType, value: float | int | bool) -> ir.Constant:
         """An LLVM constant of `dtype`'s register type holding `value` converted as numpy would."""
+        if dtype.is_float8:
+            # an infinity here is a reduction identity, held in the f32 register as it is
+            wide = float(value)
+            if not math.isinf(wide):
+                wide = float(float8_saturate(np.array(wide), dtype).astype(np.float32))
+            return ir.Constant(register_type(dtype), wide)
         with np.errstate(all="ignore"):
             scalar = np.array(value).astype(dtype.to_numpy()).item()
         ty = register_type(dtype)
@@ -258,7 +367,7 @@ class ElementalEmitter:
             return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
         dst_ty = register_type(dst)
         if src.is_float and dst.is_float:
-            if src is DType.F64 and dst in (DType.F16, DType.BF16):
+            if src is DType.F64 and dst.is_narrow_float:
                 return self.round_to(m.f64_to_f32_odd(b, v), dst)  # single correct rounding
             if isinstance(v.type, ir.DoubleType) and not isinstance(dst_ty, ir.DoubleType):
                 v = b.fptrunc(v, dst_ty)
@@ -266,7 +375,7 @@ class ElementalEmitter:
                 v = b.fpext(v, dst_ty)
             return self.round_to(v, dst)
         if src.is_float:
-            sat = "fptoui.sat" if dst is DType.U8 else "fptosi.sat"
+            sat = "fptoui.sat" if dst in UNSIGNED_DTYPES else "fptosi.sat"
             suffix = "f64" if isinstance(v.type, ir.DoubleType) else "f32"
             fn = m.intrinsic(b.module, f"llvm.{sat}.i{dst_ty.width}.{suffix}", dst_ty, [v.type])
             return b.call(fn, [v])
