@@ -15,6 +15,20 @@ def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
+def check_against_reference(model, feeds, rtol=1e-4, atol=1e-5):
+    """Compare with onnx's reference evaluator, where onnxruntime departs from the specification."""
+    from onnx.reference import ReferenceEvaluator
+
+    from aot.interpreter import interpret
+
+    ours = interpret(import_onnx(model), feeds)
+    theirs = ReferenceEvaluator(model).run(None, feeds)
+    assert len(ours) == len(theirs)
+    for mine, ref in zip(ours, theirs):
+        assert mine.shape == ref.shape and mine.dtype == ref.dtype, (mine.shape, mine.dtype, ref.shape, ref.dtype)
+        np.testing.assert_allclose(mine, ref, rtol=rtol, atol=atol)
+
+
 # -- RNN / GRU / LSTM ---------------------------------------------------------------
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -113,3 +127,41 @@ def test_rnn_rejects_misshapen_bias_by_name():
     feeds["B"] = randn(1, 5)
     with pytest.raises(Exception, match=r"RNN.*B"):
         import_onnx(node_model("RNN", names, feeds, attrs={"hidden_size": 4}, n_out=2))
+
+
+# -- GridSample -----------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_2d(mode, padding, align):
+    x = randn(2, 3, 5, 4)
+    grid = (RNG.uniform(-1.6, 1.6, (2, 3, 7, 2))).astype(np.float32)
+    grid[0, 0, :3] = [[-1, -1], [1, 1], [3.7, -4.2]]  # corners and a far reflection
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    if mode == "cubic" and padding == "border":
+        # onnxruntime clamps cubic taps differently from the specification (off by up to 0.45 here)
+        feeds = {"X": x, "G": grid}
+        check_against_reference(node_model("GridSample", ["X", "G"], feeds, attrs=attrs, opset=20), feeds)
+        return
+    check_node("GridSample", ["X", "G"], {"X": x, "G": grid}, attrs=attrs, opset=20, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_grid_sample_3d(mode):
+    x = randn(1, 2, 3, 4, 5)
+    grid = RNG.uniform(-1.2, 1.2, (1, 2, 3, 4, 3)).astype(np.float32)
+    check_node("GridSample", ["X", "G"], {"X": x, "G": grid}, attrs={"mode": mode, "padding_mode": "border"},
+               opset=20, rtol=1e-4, atol=1e-5)
+
+
+def test_grid_sample_opset16_mode_names():
+    x = randn(1, 1, 4, 4)
+    grid = RNG.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)
+    check_node("GridSample", ["X", "G"], {"X": x, "G": grid}, attrs={"mode": "bicubic"}, opset=16, rtol=1e-4, atol=1e-5)
+
+
+def test_grid_sample_rejects_unknown_mode_by_name():
+    feeds = {"X": randn(1, 1, 4, 4), "G": RNG.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)}
+    model = node_model("GridSample", ["X", "G"], feeds, attrs={"mode": "area"}, opset=20)
+    with pytest.raises(UnsupportedError, match=r"GridSample.*mode 'area'"):
+        import_onnx(model)
