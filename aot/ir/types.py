@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +111,35 @@ _ML_DTYPES_NAME = {
 _MANIFEST_NAME = {
     **_NUMPY_NAME, DType.BF16: "bfloat16", DType.F8E4M3FN: "float8e4m3fn", DType.F8E4M3FNUZ: "float8e4m3fnuz",
     DType.F8E5M2: "float8e5m2", DType.F8E5M2FNUZ: "float8e5m2fnuz",
+}
+
+
+@dataclass(frozen=True)
+class Float8Format:
+    """Layout and special values of one float8 type (sign, `exponent` bits, `mantissa` bits)."""
+
+    dtype: DType
+    exponent: int
+    mantissa: int
+    bias: int
+    max_code: int  # magnitude bits of the largest finite value
+    nan_code: int  # the NaN written (fnuz: 0x80, the only NaN; its sign bit is the NaN)
+    inf_code: int | None  # magnitude bits of infinity (e5m2 only)
+    fnuz: bool  # no negative zero: -0 is written as 0
+
+    def overflow_threshold(self) -> tuple[float, bool]:
+        """(t, inclusive): a finite |x| rounds past the largest finite value iff |x| > t (>= t when inclusive).
+        t is the midpoint above the largest value; a tie goes to the even neighbour."""
+        largest = float(np.uint8(self.max_code).view(self.dtype.to_numpy()))
+        ulp = 2.0 ** (math.floor(math.log2(largest)) - self.mantissa)
+        return largest + ulp / 2, bool(self.max_code & 1)
+
+
+FLOAT8_FORMATS: dict[DType, Float8Format] = {
+    DType.F8E4M3FN: Float8Format(DType.F8E4M3FN, 4, 3, 7, 0x7E, 0x7F, None, False),
+    DType.F8E4M3FNUZ: Float8Format(DType.F8E4M3FNUZ, 4, 3, 8, 0x7F, 0x80, None, True),
+    DType.F8E5M2: Float8Format(DType.F8E5M2, 5, 2, 15, 0x7B, 0x7E, 0x7C, False),
+    DType.F8E5M2FNUZ: Float8Format(DType.F8E5M2FNUZ, 5, 2, 16, 0x7F, 0x80, None, True),
 }
 
 

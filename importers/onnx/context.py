@@ -18,6 +18,7 @@ from onnx import helper
 
 from aot.errors import ModelError, UnsupportedError
 from aot.ir import Builder, DType, Graph, Value
+from aot.ir.types import FLOAT8_FORMATS
 from aot.ir.builder import normalize_attr
 from aot.ir.types import TensorType
 from aot.ops import evaluate, infer_type
@@ -99,10 +100,25 @@ class Ctx:
             return v
         return self.op("transpose", [v], perm=perm)
 
-    def convert(self, v: Value, dtype: DType) -> Value:
+    def convert(self, v: Value, dtype: DType, saturate: bool = True) -> Value:
+        """v in `dtype`. To float8 the IR's convert saturates (ONNX Cast's default, saturate=1);
+        saturate=False gives what ONNX's saturate=0 does: a finite value that rounds past the
+        largest float8 value, or an infinity, becomes infinity (e5m2) or NaN (the others)."""
         if v.type.dtype is dtype:
             return v
-        return self.op("convert", [v], dtype=dtype)
+        out = self.op("convert", [v], dtype=dtype)
+        if saturate or not dtype.is_float8 or not v.type.dtype.is_float:
+            return out
+        fmt = FLOAT8_FORMATS[dtype]
+        threshold, inclusive = fmt.overflow_threshold()
+        magnitude = self.op("abs", [v])
+        past = self.op("compare", [magnitude, self.full(threshold, magnitude.type)], direction="ge" if inclusive else "gt")
+        if fmt.inf_code is None:
+            special = self.full(float("nan"), out.type)
+        else:
+            negative = self.op("compare", [v, self.full(0.0, v.type)], direction="lt")
+            special = self.op("select", [negative, self.full(float("-inf"), out.type), self.full(float("inf"), out.type)])
+        return self.op("select", [past, special, out])
 
     def binary(self, op: str, a: Value, b: Value, **attrs: Any) -> Value:
         """Elementwise binary op with ONNX multidirectional broadcasting."""

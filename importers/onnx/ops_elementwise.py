@@ -219,7 +219,7 @@ def _where(ctx: Ctx, a: NodeArgs) -> list[Value]:
 @op("Cast")
 def _cast(ctx: Ctx, a: NodeArgs) -> list[Value]:
     dtype = to_dtype(a.attr("to"), f"Cast target of node '{ctx.node_name}'")
-    return [ctx.convert(a.inputs[0], dtype)]
+    return [ctx.convert(a.inputs[0], dtype, saturate=bool(a.attr("saturate", 1)))]
 
 
 @op("IsNaN")
@@ -239,7 +239,7 @@ def _require_prim(ctx: Ctx, prim: str) -> None:
 
 @op("CastLike")
 def _cast_like(ctx: Ctx, a: NodeArgs) -> list[Value]:
-    return [ctx.convert(a.inputs[0], a.inputs[1].type.dtype)]
+    return [ctx.convert(a.inputs[0], a.inputs[1].type.dtype, saturate=bool(a.attr("saturate", 1)))]
 
 
 @op("Mod")

@@ -65,8 +65,12 @@ def _expand_param(ctx: Ctx, p: Value, x: Value, axis: int, block_size: int, dtyp
     return full
 
 
-def _quantize(ctx: Ctx, x: Value, scale: Value, zp: Value | None, out: DType, compute: DType) -> Value:
-    """saturate(round(x / scale) + zp) in `out`; scale and zp already at x's shape in `compute`."""
+def _quantize(ctx: Ctx, x: Value, scale: Value, zp: Value | None, out: DType, compute: DType,
+              saturate: bool = True) -> Value:
+    """saturate(round(x / scale) + zp) in `out`; scale and zp already at x's shape in `compute`.
+    float8: x / scale cast to `out` (rounded to nearest even; the zero point is 0 by definition)."""
+    if out.is_float8:
+        return ctx.convert(ctx.op("div", [ctx.convert(x, compute), scale]), out, saturate=saturate)
     q = ctx.op("round", [ctx.op("div", [ctx.convert(x, compute), scale])])
     if zp is not None:
         q = ctx.op("add", [q, zp])
@@ -87,7 +91,8 @@ def _axis_block(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[int, int]:
     return int(a.attr("axis", 1)), int(a.attr("block_size", 0))
 
 
-QUANT_DTYPES = (DType.U8, DType.I8, DType.I16)
+QUANT_DTYPES = (DType.U8, DType.I8, DType.I16, DType.U16,
+                DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2, DType.F8E5M2FNUZ)
 
 
 @op("QuantizeLinear")
@@ -102,12 +107,13 @@ def _quantize_linear(ctx: Ctx, a: NodeArgs) -> list[Value]:
     else:
         out = DType.U8
     if out not in QUANT_DTYPES:
-        raise ctx.unsupported(f"quantizing to {out.manifest_name} (uint8, int8 and int16 are supported)")
+        names = ", ".join(d.manifest_name for d in QUANT_DTYPES)
+        raise ctx.unsupported(f"quantizing to {out.manifest_name} ({names} are supported)")
     axis, block = _axis_block(ctx, a, x)
     compute = _compute_dtype(x, scale)
     s = _expand_param(ctx, scale, x, axis, block, compute)
     z = None if zp is None else _expand_param(ctx, zp, x, axis, block, compute)
-    return [_quantize(ctx, x, s, z, out, compute)]
+    return [_quantize(ctx, x, s, z, out, compute, saturate=bool(a.attr("saturate", 1)))]
 
 
 @op("DequantizeLinear")

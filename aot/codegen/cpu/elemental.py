@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -28,7 +27,7 @@ from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, lineari
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
-from aot.ir.types import DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
+from aot.ir.types import FLOAT8_FORMATS, DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
 from aot.ops.indexing import GatherDims
 from aot.ops.linalg import conv_lhs_dilation, dot_free_dims
 from aot.ops.reduction import reduce_identity, window_dilations
@@ -65,47 +64,13 @@ def storage_type(dtype: DType, target: CpuTarget) -> ir.Type:
 
 
 # -- float8 -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Float8Format:
-    """Layout and special values of one float8 type (sign, `exponent` bits, `mantissa` bits)."""
-
-    exponent: int
-    mantissa: int
-    bias: int
-    max_code: int  # magnitude bits of the largest finite value
-    nan_code: int  # the NaN written (fnuz: 0x80, the only NaN; its sign bit is the NaN)
-    inf_code: int | None  # magnitude bits of infinity (e5m2 only)
-    fnuz: bool  # no negative zero: -0 is written as 0
-
-    def overflow_threshold(self) -> tuple[float, bool]:
-        """(t, inclusive): a finite |x| rounds past the largest finite value iff |x| > t (>= t when inclusive).
-        t is the midpoint above the largest value; a tie goes to the even neighbour."""
-        largest = _F8_TABLE_VALUES(self)[self.max_code]
-        ulp = 2.0 ** (math.floor(math.log2(largest)) - self.mantissa)
-        return largest + ulp / 2, bool(self.max_code & 1)
-
-
-FLOAT8_FORMATS: dict[DType, Float8Format] = {
-    DType.F8E4M3FN: Float8Format(4, 3, 7, 0x7E, 0x7F, None, False),
-    DType.F8E4M3FNUZ: Float8Format(4, 3, 8, 0x7F, 0x80, None, True),
-    DType.F8E5M2: Float8Format(5, 2, 15, 0x7B, 0x7E, 0x7C, False),
-    DType.F8E5M2FNUZ: Float8Format(5, 2, 16, 0x7F, 0x80, None, True),
-}
-
-
-def _F8_TABLE_VALUES(fmt: Float8Format) -> np.ndarray:
-    """The f32 value of each of the 256 codes (the table float8 reads go through)."""
-    dtype = next(d for d, f in FLOAT8_FORMATS.items() if f is fmt)
-    return np.arange(256, dtype=np.uint8).view(dtype.to_numpy()).astype(np.float32)
-
-
 def float8_to_f32(b: ir.IRBuilder, bits: ir.Value, dtype: DType, name: str) -> ir.Value:
     """Exact: a load from a private 256-entry f32 table of the format's values."""
     module = b.module
     symbol = f"aot.{dtype.value}.table"
     table = module.globals.get(symbol)
     if table is None:
-        values = _F8_TABLE_VALUES(FLOAT8_FORMATS[dtype])
+        values = np.arange(256, dtype=np.uint8).view(dtype.to_numpy()).astype(np.float32)
         ty = ir.ArrayType(m.F32, 256)
         table = ir.GlobalVariable(module, ty, name=symbol)
         table.linkage = "private"
@@ -116,9 +81,10 @@ def float8_to_f32(b: ir.IRBuilder, bits: ir.Value, dtype: DType, name: str) -> i
     return b.load(slot, name=name, align=4)
 
 
-def f32_to_float8(lib: m.MathLib, b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = True) -> ir.Value:
-    """Round to nearest even. saturate: finite overflow and infinities give the largest finite value
-    of x's sign (ONNX Cast's default); else they give infinity (e5m2) or NaN. NaN gives NaN."""
+def f32_to_float8(b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = False) -> ir.Value:
+    """Round to nearest even. Values that round past the largest finite value, and infinities,
+    give infinity (e5m2) or NaN (the others), as ml_dtypes' astype and ONNX Cast with saturate=0;
+    saturate: they give the largest finite value of x's sign. NaN gives NaN."""
     fmt = FLOAT8_FORMATS[dtype]
     i32 = ir.IntType(32)
     bits = b.bitcast(x, i32)
@@ -326,7 +292,7 @@ class ElementalEmitter:
         if dtype is DType.BF16:
             return m.f32_to_bf16_bits(self.b, value)
         if dtype.is_float8:
-            return f32_to_float8(self.lib, self.b, value, dtype)
+            return f32_to_float8(self.b, value, dtype)
         if dtype is DType.BOOL:
             return self.b.zext(value, I8)
         return value
@@ -344,7 +310,8 @@ class ElementalEmitter:
             # an infinity here is a reduction identity, held in the f32 register as it is
             wide = float(value)
             if not math.isinf(wide):
-                wide = float(float8_saturate(np.array(wide), dtype).astype(np.float32))
+                with np.errstate(all="ignore"):
+                    wide = float(np.array(wide).astype(dtype.to_numpy()).astype(np.float32))
             return ir.Constant(register_type(dtype), wide)
         with np.errstate(all="ignore"):
             scalar = np.array(value).astype(dtype.to_numpy()).item()
@@ -367,12 +334,16 @@ class ElementalEmitter:
             return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
         dst_ty = register_type(dst)
         if src.is_float and dst.is_float:
-            if src is DType.F64 and dst.is_narrow_float:
+            if src is DType.F64 and dst in (DType.F16, DType.BF16):
                 return self.round_to(m.f64_to_f32_odd(b, v), dst)  # single correct rounding
-            if isinstance(v.type, ir.DoubleType) and not isinstance(dst_ty, ir.DoubleType):
+            if src is DType.F64 and dst.is_float8:
+                v = m.f64_to_f32_odd(b, v)  # single correct rounding
+            elif isinstance(v.type, ir.DoubleType) and not isinstance(dst_ty, ir.DoubleType):
                 v = b.fptrunc(v, dst_ty)
             elif not isinstance(v.type, ir.DoubleType) and isinstance(dst_ty, ir.DoubleType):
                 v = b.fpext(v, dst_ty)
+            if dst.is_float8:
+                v = self.float8_clamp(v, dst)
             return self.round_to(v, dst)
         if src.is_float:
             sat = "fptoui.sat" if dst in UNSIGNED_DTYPES else "fptosi.sat"
@@ -388,6 +359,14 @@ class ElementalEmitter:
         if dst_ty.width < v.type.width:
             return b.trunc(v, dst_ty)
         return v
+
+    def float8_clamp(self, v: ir.Value, dtype: DType) -> ir.Value:
+        """convert to float8 saturates (ONNX Cast's default): clamp to the largest finite value in f32
+        first, then the rounding cannot overflow; NaN compares false and passes through."""
+        limit = float(float8_saturate(np.array(np.inf), dtype).astype(np.float32))
+        high, low = ir.Constant(v.type, limit), ir.Constant(v.type, -limit)
+        v = self.b.select(self.b.fcmp_ordered(">", v, high), high, v)
+        return self.b.select(self.b.fcmp_ordered("<", v, low), low, v)
 
     def combine(self, kind: str, acc: ir.Value, x: ir.Value, dtype: DType) -> ir.Value:
         """One step of a reduction of `kind` (sum, prod, max, min) in register type."""
