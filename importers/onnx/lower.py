@@ -16,14 +16,14 @@ from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
 
-from . import ops_attention, ops_elementwise, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape
+from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape
 from .context import Ctx, NodeArgs, parse_attrs
 from .loader import InputSpec
 
 Lowering = Callable[[Ctx, NodeArgs], list[Value]]
 
 OP_TABLE: dict[str, Lowering] = {}
-for _module in (ops_elementwise, ops_attention, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape):
+for _module in (ops_elementwise, ops_attention, ops_control, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape):
     for _op_type, _fn in _module.OPS.items():
         assert _op_type not in OP_TABLE, _op_type
         OP_TABLE[_op_type] = _fn
