@@ -95,7 +95,10 @@ def _range(ctx: Ctx, a: NodeArgs) -> list[Value]:
     arrays = [ctx.const(v) for v in a.inputs]
     if any(x is None for x in arrays):
         raise ctx.unsupported("start, limit and delta must be known at compile time")
-    start, limit, delta = arrays
+    if any(x.size != 1 for x in arrays):
+        raise ctx.error(f"start, limit and delta must be scalars, got shapes {[list(x.shape) for x in arrays]}")
+    # exporters' function expansions pass 1-element vectors where the spec says scalars
+    start, limit, delta = (x.reshape(()) for x in arrays)
     count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     values = start + np.arange(count).astype(start.dtype) * delta
     return [ctx.constant(values.astype(start.dtype))]
