@@ -280,3 +280,63 @@ def test_scan_opset8_batch_axis():
     model = make_model([node], [vinfo("acc0", f, [2, 3]), vinfo("xs", f, [2, 4, 3])],
                        [vinfo("acc", f, None), vinfo("ys", f, None)], [scale], opset=8)
     compare(model, {"acc0": randn(2, 3), "xs": randn(2, 4, 3)})
+
+
+# -- AffineGrid, ReverseSequence, MaxUnpool, Col2Im, Det -----------------------------------
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 2]])
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid(size, align):
+    rank = len(size) - 2
+    theta = randn(size[0], rank, rank + 1)
+    check_node("AffineGrid", ["theta", "size"], {"theta": theta}, inits={"size": np.array(size, np.int64)},
+               attrs={"align_corners": align}, opset=20, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(0, 1), (1, 0)])
+def test_reverse_sequence_constant_lens(batch_axis, time_axis):
+    x = randn(4, 5, 2) if batch_axis == 0 else randn(5, 4, 2)
+    check_node("ReverseSequence", ["x", "lens"], {"x": x}, inits={"lens": np.array([5, 0, 1, 3], np.int64)},
+               attrs={"batch_axis": batch_axis, "time_axis": time_axis})
+
+
+def test_max_unpool_of_max_pool_indices():
+    """Indices as MaxPool numbers them (flat over N, C, H, W) of each 2x2 window's maximum."""
+    x = randn(2, 3, 4, 6)
+    windows = x.reshape(2, 3, 2, 2, 3, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 3, 2, 3, 4)
+    arg = windows.argmax(-1)
+    n, c, h, w = np.indices(arg.shape)
+    rows, cols = h * 2 + arg // 2, w * 2 + arg % 2
+    feeds = {"v": windows.max(-1), "i": (((n * 3 + c) * 4 + rows) * 6 + cols).astype(np.int64)}
+    check_node("MaxUnpool", ["v", "i"], feeds, attrs={"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+
+
+def test_max_unpool_output_shape_pads_after_the_unpooled_shape():
+    feeds = {"x": randn(1, 1, 2, 2), "i": np.array([[[[5, 7], [13, 15]]]], np.int64)}
+    model = node_model("MaxUnpool", ["x", "i", "shape"], feeds, inits={"shape": np.array([1, 1, 5, 5], np.int64)},
+                       attrs={"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+    check_against_reference(model, feeds)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 1], "pads": [1, 0, 1, 2], "dilations": [1, 2]}])
+def test_col2im(attrs):
+    image, block = np.array([5, 6], np.int64), np.array([2, 3], np.int64)
+    strides, pads, dil = attrs.get("strides", [1, 1]), attrs.get("pads", [0] * 4), attrs.get("dilations", [1, 1])
+    counts = [(image[d] + pads[d] + pads[d + 2] - dil[d] * (block[d] - 1) - 1) // strides[d] + 1 for d in range(2)]
+    x = randn(2, 3 * 6, int(np.prod(counts)))
+    check_node("Col2Im", ["x", "image", "block"], {"x": x}, inits={"image": image, "block": block}, attrs=attrs,
+               opset=18, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (3, 3), (2, 4, 4), (1,)])
+def test_det(shape):
+    if len(shape) == 1:
+        model = node_model("Det", ["x"], {"x": randn(3, 5)}, opset=11)
+        with pytest.raises(Exception, match=r"Det.*\[\.\.\., n, n\]"):
+            import_onnx(model)
+        return
+    check_node("Det", ["x"], {"x": randn(*shape)}, opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_det_rejects_large_order_by_name():
+    with pytest.raises(UnsupportedError, match=r"Det.*order 5"):
+        import_onnx(node_model("Det", ["x"], {"x": randn(5, 5)}, opset=11))

@@ -1,4 +1,5 @@
-"""Sampling ONNX ops: GridSample (grid is a run-time input).
+"""Sampling and rearranging ONNX ops: GridSample, AffineGrid, ReverseSequence,
+MaxUnpool, Col2Im, and Det (small matrices by the Leibniz formula).
 
 GridSample follows onnx's reference (onnx/reference/ops/op_grid_sample.py)
 step by step, vectorised over every output location: denormalise each grid
@@ -36,13 +37,19 @@ def op(*names: str):
     return register
 
 
+def _take_axis(ctx: Ctx, v: Value, axis: int, index: int) -> Value:
+    """v[..., index, ...] with `axis` dropped."""
+    shape = v.type.shape
+    start = [0] * len(shape)
+    limit = list(shape)
+    start[axis], limit[axis] = index, index + 1
+    part = ctx.op("slice", [v], start=tuple(start), limit=tuple(limit), stride=(1,) * len(shape))
+    return ctx.reshape(part, shape[:axis] + shape[axis + 1:])
+
+
 def _slice_last(ctx: Ctx, v: Value, index: int) -> Value:
     """v[..., index] with the last dim dropped."""
-    shape = v.type.shape
-    start = (0,) * (len(shape) - 1) + (index,)
-    limit = shape[:-1] + (index + 1,)
-    part = ctx.op("slice", [v], start=start, limit=limit, stride=(1,) * len(shape))
-    return ctx.reshape(part, shape[:-1])
+    return _take_axis(ctx, v, v.type.rank - 1, index)
 
 
 def _clamp(ctx: Ctx, x: Value, lo: float, hi: float) -> Value:
@@ -188,3 +195,174 @@ def _grid_sample(ctx: Ctx, a: NodeArgs) -> list[Value]:
     y = ctx.reshape(total, (n,) + out_spatial + (c,))
     y = ctx.transpose(y, (0, rank + 1) + tuple(range(1, rank + 1)))
     return [ctx.convert(y, x.type.dtype)]
+
+
+# -- AffineGrid ---------------------------------------------------------------------
+def _static_ints(ctx: Ctx, v: Value, what: str) -> list[int]:
+    array = ctx.const(v)
+    if array is None:
+        raise ctx.unsupported(f"{what} must be known at compile time")
+    return [int(d) for d in array.reshape(-1)]
+
+
+def _base_coords(length: int, align: bool) -> np.ndarray:
+    """Normalised coordinates of `length` pixel centres in [-1, 1]."""
+    if align:
+        return np.linspace(-1.0, 1.0, length) if length > 1 else np.zeros(1)
+    return (np.arange(length) * 2.0 + 1.0) / length - 1.0
+
+
+@op("AffineGrid")
+def _affine_grid(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """grid[n, ..., :] = theta[n] @ (x, y[, z], 1): one dot with a constant [pixels, r + 1] base grid."""
+    theta = a.inputs[0]
+    size = _static_ints(ctx, a.inputs[1], "size")
+    align = bool(a.attr("align_corners", 0))
+    rank = len(size) - 2
+    if rank not in (2, 3) or theta.type.shape != (size[0], rank, rank + 1):
+        raise ctx.error(f"theta {theta.type} does not fit size {size}: expected [N, {rank}, {rank + 1}]")
+    if not theta.type.dtype.is_float:
+        raise ctx.unsupported(f"{theta.type.dtype} theta (float types only)")
+    spatial = size[2:]
+    axes = [_base_coords(n, align) for n in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")  # one array per spatial dim (D, H, W order)
+    columns = [m.reshape(-1) for m in reversed(mesh)] + [np.ones(int(np.prod(spatial)))]  # x first, then 1
+    base = ctx.constant(np.stack(columns, axis=1), theta.type.dtype)  # [pixels, r + 1]
+    grid = ctx.op("dot", [theta, base], lhs_batch=(), rhs_batch=(), lhs_contract=(2,), rhs_contract=(1,))
+    grid = ctx.transpose(grid, (0, 2, 1))  # [N, pixels, r]
+    return [ctx.reshape(grid, (size[0],) + tuple(spatial) + (rank,))]
+
+
+# -- ReverseSequence ---------------------------------------------------------------
+def _take_rows(ctx: Ctx, rows: Value, index: np.ndarray) -> Value:
+    """rows[index] for a 2-D `rows` and constant row indices."""
+    indices = ctx.constant(index.reshape(-1, 1).astype(np.int32))
+    return ctx.op("gather", [rows, indices], offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,),
+                  index_vector_dim=1, slice_sizes=(1, rows.type.shape[1]))
+
+
+@op("ReverseSequence")
+def _reverse_sequence(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Per batch entry, reverse the first lens[b] steps: one row gather with constant indices."""
+    x = a.inputs[0]
+    lens = _static_ints(ctx, a.inputs[1], "sequence_lens")
+    batch_axis, time_axis = int(a.attr("batch_axis", 1)), int(a.attr("time_axis", 0))
+    if sorted((batch_axis, time_axis)) != [0, 1] or x.type.rank < 2:
+        raise ctx.error(f"batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 of a rank >= 2 input")
+    batch, steps = x.type.shape[batch_axis], x.type.shape[time_axis]
+    if len(lens) != batch or any(not 0 <= n <= steps for n in lens):
+        raise ctx.error(f"sequence_lens {lens} does not fit batch {batch} and {steps} steps")
+    bt = ctx.transpose(x, (batch_axis, time_axis) + tuple(range(2, x.type.rank)))  # [B, T, ...]
+    rest = int(np.prod(x.type.shape[2:]))
+    rows = ctx.reshape(bt, (batch * steps, rest))
+    index = np.arange(batch * steps).reshape(batch, steps)
+    for b, n in enumerate(lens):
+        index[b, :n] = index[b, :n][::-1]
+    y = ctx.reshape(_take_rows(ctx, rows, index), bt.type.shape)
+    return [ctx.transpose(y, (batch_axis, time_axis) + tuple(range(2, x.type.rank)))]
+
+
+# -- MaxUnpool / Col2Im (scatters with constant or run-time positions) ----------------
+def _scatter_rows(ctx: Ctx, base: Value, indices: Value, updates: Value, kind: str) -> Value:
+    """base[indices[m]] (kind)= updates[m, ...] along base's dim 0."""
+    window = tuple(range(1, updates.type.rank))
+    return ctx.op("scatter", [base, indices, updates], update_window_dims=window, inserted_window_dims=(0,),
+                  scatter_dims_to_operand_dims=(0,), index_vector_dim=1, kind=kind)
+
+
+@op("MaxUnpool")
+def _max_unpool(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Zeros with x written at its flat indices (as MaxPool's Indices output numbers them)."""
+    x, indices = a.inputs[0], a.inputs[1]
+    kernel = list(a.attr("kernel_shape"))
+    rank = len(kernel)
+    strides = list(a.attr("strides", [1] * rank))
+    pads = list(a.attr("pads", [0] * 2 * rank))
+    spatial = x.type.shape[2:]
+    if x.type.rank != rank + 2 or indices.type.shape != x.type.shape:
+        raise ctx.error(f"X {x.type} and I {indices.type} do not fit kernel_shape {kernel}")
+    out = [(n - 1) * s - pads[d] - pads[d + rank] + k for d, (n, s, k) in enumerate(zip(spatial, strides, kernel))]
+    inferred = x.type.shape[:2] + tuple(out)
+    total = int(np.prod(inferred))
+    flat = ctx.full(0, x.type.with_shape((total,)))
+    positions = ctx.reshape(indices, (x.type.size, 1))
+    y = ctx.reshape(_scatter_rows(ctx, flat, positions, ctx.reshape(x, (x.type.size,)), "assign"), inferred)
+    if a.input(2) is None:
+        return [y]
+    # onnx's reference: indices address the inferred shape; a larger output_shape pads with zeros after it
+    given = _static_ints(ctx, a.inputs[2], "output_shape")
+    if len(given) != len(inferred) or any(g < i for g, i in zip(given, inferred)):
+        raise ctx.unsupported(f"output_shape {given} smaller than the unpooled shape {list(inferred)}")
+    high = tuple(g - i for g, i in zip(given, inferred))
+    return [ctx.op("pad", [y], low=(0,) * len(high), high=high, value=0)]
+
+
+@op("Col2Im")
+def _col2im(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Sum each column block back into the image: one scatter-add of rows with constant positions.
+    Taps that land in the padding get position `pixels`, a window outside the operand, which
+    scatter skips."""
+    x = a.inputs[0]
+    image = _static_ints(ctx, a.inputs[1], "image_shape")
+    block = _static_ints(ctx, a.inputs[2], "block_shape")
+    rank = len(image)
+    dilations = list(a.attr("dilations", [1] * rank))
+    strides = list(a.attr("strides", [1] * rank))
+    pads = list(a.attr("pads", [0] * 2 * rank))
+    n, ck, cols = x.type.shape
+    taps = int(np.prod(block))
+    if len(block) != rank or ck % taps:
+        raise ctx.error(f"input {x.type} does not fit block_shape {block}")
+    channels = ck // taps
+    counts = [(image[d] + pads[d] + pads[d + rank] - dilations[d] * (block[d] - 1) - 1) // strides[d] + 1
+              for d in range(rank)]
+    if int(np.prod(counts)) != cols:
+        raise ctx.error(f"input has {cols} blocks, image_shape {image} with these attributes gives {counts}")
+    pixels = int(np.prod(image))
+    positions = np.empty((taps, cols), np.int64)
+    for k, tap in enumerate(itertools.product(*(range(b) for b in block))):
+        for col, where in enumerate(itertools.product(*(range(c) for c in counts))):
+            coords = [where[d] * strides[d] - pads[d] + tap[d] * dilations[d] for d in range(rank)]
+            inside = all(0 <= coords[d] < image[d] for d in range(rank))
+            positions[k, col] = np.ravel_multi_index(coords, image) if inside else pixels
+    # rows [taps * cols, N * C] of x, scattered into [pixels, N * C]
+    rows = ctx.reshape(ctx.transpose(ctx.reshape(x, (n, channels, taps, cols)), (2, 3, 0, 1)), (taps * cols, n * channels))
+    index = ctx.constant(positions.reshape(-1, 1).astype(np.int32))
+    y = _scatter_rows(ctx, ctx.full(0, x.type.with_shape((pixels, n * channels))), index, rows, "add")
+    y = ctx.transpose(ctx.reshape(y, (pixels, n, channels)), (1, 2, 0))
+    return [ctx.reshape(y, (n, channels) + tuple(image))]
+
+
+# -- Det -----------------------------------------------------------------------------
+MAX_DET_ORDER = 4  # the Leibniz formula has n! terms
+
+
+@op("Det")
+def _det(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """Leibniz formula: sum over permutations p of sign(p) * prod_i x[..., i, p(i)], for n <= 4."""
+    x = a.inputs[0]
+    if x.type.rank < 2 or x.type.shape[-1] != x.type.shape[-2]:
+        raise ctx.error(f"needs [..., n, n], got {x.type}")
+    if not x.type.dtype.is_float:
+        raise ctx.unsupported(f"{x.type.dtype} input (float types only)")
+    order = x.type.shape[-1]
+    if order > MAX_DET_ORDER:
+        raise ctx.unsupported(f"matrices of order {order} (at most {MAX_DET_ORDER})")
+    batch = x.type.shape[:-2]
+    compute = DType.F64 if x.type.dtype is DType.F64 else DType.F32
+    m = ctx.convert(x, compute)
+    if order == 0:
+        return [ctx.convert(ctx.full(1.0, m.type.with_shape(batch)), x.type.dtype)]
+    rows = [_take_axis(ctx, m, m.type.rank - 2, i) for i in range(order)]
+    entries = {(i, j): _slice_last(ctx, rows[i], j) for i in range(order) for j in range(order)}  # x[..., i, j]
+    total = None
+    for perm in itertools.permutations(range(order)):
+        inversions = sum(1 for p in range(order) for q in range(p + 1, order) if perm[p] > perm[q])
+        term = None
+        for i, j in enumerate(perm):
+            term = entries[i, j] if term is None else ctx.op("mul", [term, entries[i, j]])
+        if total is None:
+            total = term if inversions % 2 == 0 else ctx.op("neg", [term])
+        else:
+            total = ctx.op("sub" if inversions % 2 else "add", [total, term])
+    return [ctx.convert(total, x.type.dtype)]
