@@ -262,7 +262,7 @@ NEEDS_CONSTANT = re.compile(r"must be (known at compile time|a constant)")
 
 
 def freeze_int_inputs(case: Case, reason: str) -> dict[str, np.ndarray]:
-    """Values to bind (`--bind`) for the small parameter inputs (ints; 1-D floats such as scales; 1-D bool masks).
+    """Values to bind (`--bind`) for the small parameter inputs (ints; 1-D floats such as scales; 1-D bool masks; 0-d scalars).
 
     Only when the plain compile asked for a compile-time value, and only for
     inputs whose value is the same in every data set: the bound model is
@@ -282,7 +282,9 @@ def freeze_int_inputs(case: Case, reason: str) -> dict[str, np.ndarray]:
         small_float = position > 0 and first.dtype in (np.float32, np.float64) and first.ndim == 1 and first.size <= 16
         # a 1-D bool mask (Compress's condition) decides an output shape as axes do
         small_bool = position > 0 and first.dtype == np.bool_ and first.ndim == 1 and first.size <= 64
-        if not (small_int or small_float or small_bool):
+        # a 0-d value (Range's start/limit/delta, Loop's cond) is a parameter wherever it stands
+        scalar = first.ndim == 0 and first.dtype.kind in "biuf"
+        if not (small_int or small_float or small_bool or scalar):
             continue
         if any(not np.array_equal(v, first) for v in values[1:]):
             continue
