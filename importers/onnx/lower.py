@@ -15,6 +15,7 @@ from aot.errors import AotError, IRError, ModelError, UnsupportedError
 from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
+from aot.passes.dce import DeadCodeElim
 
 from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape
 from .context import Ctx, NodeArgs, parse_attrs
@@ -79,7 +80,8 @@ def lower_graph(proto: onnx.ModelProto, inputs: list[InputSpec], opset: int) -> 
         if out.name not in ctx.env and out.name not in ctx.pending:
             raise ModelError(f"graph output '{out.name}' is not produced by any node")
         graph.add_output(ctx.value(out.name), out.name)
-    _remove_dead(graph)
+    # drop folded shape subgraphs and constants folded into others
+    DeadCodeElim().run(graph)
     verify_graph(graph)
     return graph
 
@@ -115,19 +117,6 @@ def _lower_node(ctx: Ctx, node: onnx.NodeProto, index: int) -> None:
             ctx.unavailable[out_name] = f"node '{name}' ({node.op_type}, opset {ctx.opset}): output {i} ('{out_name}') is not supported"
             continue
         ctx.env[out_name] = outputs[i]
-
-
-def _remove_dead(graph: Graph) -> None:
-    """Drop nodes no output depends on (folded shape subgraphs, constants folded into others)."""
-    live = {id(v) for v in graph.outputs}
-    dead = []
-    for node in reversed(graph.nodes):
-        if id(node.out) in live:
-            live.update(id(v) for v in node.inputs)
-        else:
-            dead.append(node)
-    if dead:
-        graph.remove_nodes(dead)
 
 
 def _sanitized_graph_name(name: str) -> str:
