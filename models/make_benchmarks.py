@@ -195,8 +195,12 @@ def _randomize_batch_norm(module) -> None:
             m.bias.data.copy_(torch.randn(n, generator=generator) * 0.1)
 
 
-def make(name: str, out_dir: Path) -> Path:
-    """Write OUT_DIR/name.onnx and OUT_DIR/name.input.npy; returns the model path."""
+def make(name: str, out_dir: Path, *, dynamo: bool = False) -> Path:
+    """Write OUT_DIR/name.onnx and OUT_DIR/name.input.npy; returns the model path.
+
+    dynamo=True uses torch's newer exporter (torch.export + onnxscript; opset
+    20 graphs with LayerNormalization, Split, ...) instead of the TorchScript one.
+    """
     torch = _torch()
     factories = build_models()
     if name not in factories:
@@ -211,9 +215,13 @@ def make(name: str, out_dir: Path) -> Path:
     path = out_dir / f"{name}.onnx"
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter announces its deprecation
-        # the TorchScript exporter (dynamo=False) needs no onnxscript and writes plain opset-17 graphs
-        torch.onnx.export(module, (torch.from_numpy(x),), str(path), input_names=["x"], output_names=["y"],
-                          opset_version=OPSET, dynamo=False)
+        if dynamo:
+            torch.onnx.export(module, (torch.from_numpy(x),), str(path), input_names=["x"], output_names=["y"],
+                              dynamo=True, verbose=False)
+        else:
+            # the TorchScript exporter needs no onnxscript and writes plain opset-17 graphs
+            torch.onnx.export(module, (torch.from_numpy(x),), str(path), input_names=["x"], output_names=["y"],
+                              opset_version=OPSET, dynamo=False)
     np.save(out_dir / f"{name}.input.npy", x)
     return path
 
