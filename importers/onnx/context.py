@@ -8,7 +8,7 @@ one number into a weight).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,3 +193,31 @@ def norm_axis(ctx: Ctx, axis: int, rank: int) -> int:
     if not -rank <= axis < max(rank, 1):
         raise ctx.unsupported(f"axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
+
+
+Lowering = Callable[[Ctx, NodeArgs], list[Value]]
+
+
+def op_registry() -> tuple[dict[str, Lowering], Callable[..., Callable[[Lowering], Lowering]]]:
+    """A module's op table and its `@op("OpType", ...)` decorator."""
+    table: dict[str, Lowering] = {}
+
+    def op(*names: str) -> Callable[[Lowering], Lowering]:
+        def register(fn: Lowering) -> Lowering:
+            for name in names:
+                table[name] = fn
+            return fn
+
+        return register
+
+    return table, op
+
+
+def take_index(ctx: Ctx, v: Value, axis: int, index: int) -> Value:
+    """v[..., index, ...] with `axis` dropped."""
+    shape = v.type.shape
+    start = [0] * len(shape)
+    limit = list(shape)
+    start[axis], limit[axis] = index, index + 1
+    part = ctx.op("slice", [v], start=tuple(start), limit=tuple(limit), stride=(1,) * len(shape))
+    return ctx.reshape(part, shape[:axis] + shape[axis + 1:])

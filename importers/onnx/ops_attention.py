@@ -9,14 +9,13 @@ than NaN; the softmax runs in softmax_precision when given.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs
+from .context import Ctx, NodeArgs, op_registry
 from .loader import to_dtype
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, _ = op_registry()
 
 
 def _heads(ctx: Ctx, x: Value, heads: int) -> Value:

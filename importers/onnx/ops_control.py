@@ -17,7 +17,7 @@ visible only inside it, so one body can be lowered once per iteration.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -25,22 +25,13 @@ import onnx
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs
+from .context import Ctx, NodeArgs, op_registry, take_index
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, op = op_registry()
 
 # Unroll at most this many iterations of a Loop or Scan: beyond it the import
 # (and the artifact) would grow without bound.
 MAX_UNROLL = 4096
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
 
 
 # -- subgraph lowering -------------------------------------------------------------
@@ -140,16 +131,6 @@ def _stack(ctx: Ctx, parts: Sequence[Value], axis: int, what: str) -> Value:
     return expanded[0] if len(expanded) == 1 else ctx.op("concat", expanded, axis=axis)
 
 
-def _take(ctx: Ctx, v: Value, axis: int, index: int) -> Value:
-    """v[..., index, ...] with `axis` dropped."""
-    shape = v.type.shape
-    start = [0] * len(shape)
-    limit = list(shape)
-    start[axis], limit[axis] = index, index + 1
-    part = ctx.op("slice", [v], start=tuple(start), limit=tuple(limit), stride=(1,) * len(shape))
-    return ctx.reshape(part, shape[:axis] + shape[axis + 1:])
-
-
 # -- If -----------------------------------------------------------------------------
 @op("If")
 def _if(ctx: Ctx, a: NodeArgs) -> list[Value]:
@@ -245,7 +226,7 @@ def _scan_once(ctx: Ctx, body: onnx.GraphProto, states: list[Value], scan_ins: l
         raise ctx.unsupported(f"scan length {length} exceeds {MAX_UNROLL} iterations to unroll")
     scans: list[list[Value]] = [[] for _ in range(n_out)]
     for t in range(length):
-        slices = [_take(ctx, v, ax, length - 1 - t if rev else t) for v, ax, rev in zip(scan_ins, in_axes, in_dirs)]
+        slices = [take_index(ctx, v, ax, length - 1 - t if rev else t) for v, ax, rev in zip(scan_ins, in_axes, in_dirs)]
         outs = _inline(ctx, body, states + slices, f"body (iteration {t})")
         states = outs[:len(states)]
         for k, v in enumerate(outs[len(states):]):
@@ -297,7 +278,7 @@ def _scan8(ctx: Ctx, a: NodeArgs, body: onnx.GraphProto, n_scan_in: int, operand
     batch = rest[0].type.shape[0]
     finals: list[list[Value]] = [[] for _ in range(n_state + n_out)]
     for b in range(batch):
-        outs = _scan_once(ctx, body, [_take(ctx, v, 0, b) for v in states], [_take(ctx, v, 0, b) for v in scan_ins],
+        outs = _scan_once(ctx, body, [take_index(ctx, v, 0, b) for v in states], [take_index(ctx, v, 0, b) for v in scan_ins],
                           [0] * n_scan_in, dirs, [0] * n_out, [0] * n_out, n_out)
         for k, v in enumerate(outs):
             finals[k].append(v)

@@ -2,23 +2,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, broadcast_shape
+from .context import Ctx, NodeArgs, broadcast_shape, op_registry
 from .loader import to_dtype
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 # -- direct maps onto primitives ------------------------------------------------

@@ -12,26 +12,17 @@ the operand out of the result.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from aot.ir import DType, Value
 from aot.ops.reduction import reduce_identity
 
-from .context import Ctx, NodeArgs, norm_axis
+from .context import Ctx, NodeArgs, norm_axis, op_registry
 from .ops_shape import static_ints
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 # -- helpers ------------------------------------------------------------------------

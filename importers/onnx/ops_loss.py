@@ -6,23 +6,13 @@ ignore_index, or outside [0, C), select nothing and weigh 0.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs
+from .context import Ctx, NodeArgs, op_registry
 from .ops_index import _collect
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 def nll_loss(ctx: Ctx, a: NodeArgs, log_prob: Value, target: Value, weight: Value | None) -> Value:

@@ -2,24 +2,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
+from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 # -- contractions -----------------------------------------------------------------

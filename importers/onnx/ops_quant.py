@@ -12,25 +12,15 @@ no dtype for (int4, float8, uint16, ...) are rejected by the loader, by name.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import numpy as np
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, norm_axis
+from .context import Ctx, NodeArgs, norm_axis, op_registry
 from .ops_nn import _conv, _matmul
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 def _compute_dtype(*values: Value | None) -> DType:

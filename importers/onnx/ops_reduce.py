@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, norm_axis
+from .context import Ctx, NodeArgs, norm_axis, op_registry
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, _ = op_registry()
 
 # op_type -> (prepare operand, primitive reduce kind, finish)
 _KINDS = {

@@ -18,9 +18,9 @@ import numpy as np
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, norm_axis
+from .context import Ctx, NodeArgs, norm_axis, op_registry
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, _ = op_registry()
 
 
 def _coeff_fn(ctx: Ctx, mode: str, antialias: bool, nearest_mode: str, cubic_a: float) -> Callable[..., np.ndarray]:

@@ -12,16 +12,16 @@ masking and per-batch reversal): anything else is rejected by name.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from aot.ir import Value
 
-from .context import Ctx, NodeArgs
+from .context import Ctx, NodeArgs, op_registry
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, _ = op_registry()
 
 # ONNX default (alpha, beta) per activation, lower-cased names; None: the activation takes no such value.
 ACTIVATION_DEFAULTS: dict[str, tuple[float | None, float | None]] = {

@@ -13,43 +13,23 @@ row gather from X viewed as [N * pixels, C], scaled by its weight and summed.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 
 import numpy as np
 
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs
+from .context import Ctx, NodeArgs, op_registry, take_index
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
+OPS, op = op_registry()
 
 CUBIC_A = -0.75  # the coefficient onnx and onnxruntime use for GridSample's cubic mode
 MODES = {"linear": "linear", "bilinear": "linear", "nearest": "nearest", "cubic": "cubic", "bicubic": "cubic"}
 PADDING_MODES = ("zeros", "border", "reflection")
 
 
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
-
-
-def _take_axis(ctx: Ctx, v: Value, axis: int, index: int) -> Value:
-    """v[..., index, ...] with `axis` dropped."""
-    shape = v.type.shape
-    start = [0] * len(shape)
-    limit = list(shape)
-    start[axis], limit[axis] = index, index + 1
-    part = ctx.op("slice", [v], start=tuple(start), limit=tuple(limit), stride=(1,) * len(shape))
-    return ctx.reshape(part, shape[:axis] + shape[axis + 1:])
-
-
 def _slice_last(ctx: Ctx, v: Value, index: int) -> Value:
     """v[..., index] with the last dim dropped."""
-    return _take_axis(ctx, v, v.type.rank - 1, index)
+    return take_index(ctx, v, v.type.rank - 1, index)
 
 
 def _clamp(ctx: Ctx, x: Value, lo: float, hi: float) -> Value:
@@ -353,7 +333,7 @@ def _det(ctx: Ctx, a: NodeArgs) -> list[Value]:
     m = ctx.convert(x, compute)
     if order == 0:
         return [ctx.convert(ctx.full(1.0, m.type.with_shape(batch)), x.type.dtype)]
-    rows = [_take_axis(ctx, m, m.type.rank - 2, i) for i in range(order)]
+    rows = [take_index(ctx, m, m.type.rank - 2, i) for i in range(order)]
     entries = {(i, j): _slice_last(ctx, rows[i], j) for i in range(order) for j in range(order)}  # x[..., i, j]
     total = None
     for perm in itertools.permutations(range(order)):

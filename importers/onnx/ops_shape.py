@@ -7,24 +7,15 @@ that fold to constants.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, broadcast_shape, norm_axis
+from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry
 from .loader import tensor_to_array
 
-OPS: dict[str, Callable[[Ctx, NodeArgs], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = op_registry()
 
 
 def static_ints(ctx: Ctx, v: Value | None, what: str) -> list[int] | None:

@@ -15,6 +15,7 @@ from aot.errors import IRError, ModelError, UnsupportedError
 from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
+from aot.passes.dce import DeadCodeElim
 
 from . import ops_elementwise, ops_index, ops_nn, ops_shape
 from .context import DTYPES, Ctx
@@ -184,7 +185,7 @@ def lower_module(module: Module, shapes: Mapping[str, tuple[int, ...]] | None) -
             name = f"{name}_{i}"
         used.add(name)
         graph.add_output(value, name)
-    _remove_dead(graph)
+    DeadCodeElim().run(graph)  # unrolled loop conditions, folded shape arithmetic
     verify_graph(graph)
     return graph
 
@@ -260,19 +261,6 @@ def _check_declared(cx: Ctx, got: TensorType, declared: TType, what: str) -> Non
         d is None or d == s for d, s in zip(declared.shape, got.shape))
     if not fits:
         raise cx.error(f"{what} is declared {declared} but computes to {got}")
-
-
-def _remove_dead(graph: Graph) -> None:
-    """Drop nodes no output needs (unrolled loop conditions, folded shape arithmetic)."""
-    live = {id(v) for v in graph.outputs}
-    dead = []
-    for node in reversed(graph.nodes):
-        if id(node.out) in live:
-            live.update(id(v) for v in node.inputs)
-        else:
-            dead.append(node)
-    if dead:
-        graph.remove_nodes(dead)
 
 
 def _sanitize(name: str) -> str:
