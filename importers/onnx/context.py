@@ -18,10 +18,11 @@ from onnx import helper
 
 from aot.errors import ModelError, UnsupportedError
 from aot.ir import Builder, DType, Graph, Value
-from aot.ir.types import FLOAT8_FORMATS
 from aot.ir.builder import normalize_attr
+from aot.ir.types import FLOAT8_FORMATS
 from aot.ir.types import TensorType
 from aot.ops import evaluate, infer_type
+from aot.registry import registry
 
 # Fold results up to this many elements even when they grow (shape vectors, small masks).
 FOLD_SMALL_ELEMENTS = 64
@@ -200,17 +201,7 @@ Lowering = Callable[[Ctx, NodeArgs], list[Value]]
 
 def op_registry() -> tuple[dict[str, Lowering], Callable[..., Callable[[Lowering], Lowering]]]:
     """A module's op table and its `@op("OpType", ...)` decorator."""
-    table: dict[str, Lowering] = {}
-
-    def op(*names: str) -> Callable[[Lowering], Lowering]:
-        def register(fn: Lowering) -> Lowering:
-            for name in names:
-                table[name] = fn
-            return fn
-
-        return register
-
-    return table, op
+    return registry()
 
 
 def take_index(ctx: Ctx, v: Value, axis: int, index: int) -> Value:

@@ -1,14 +1,13 @@
 """Elementwise StableHLO ops: operands already share one shape (no implicit broadcast)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from aot.ir import DType, Value
+from aot.registry import registry
 
 from .context import Ctx
 from .syntax import Enum, Op
 
-OPS: dict[str, Callable[[Ctx, Op, list[Value]], list[Value]]] = {}
+OPS, op = registry()  # op name -> lowering (cx, op, operands) -> results
 
 UNARY = {
     "abs": "abs", "negate": "neg", "exponential": "exp", "log": "log", "tanh": "tanh", "logistic": "logistic",
@@ -48,15 +47,6 @@ for _name, _ours in CHLO_UNARY.items():
     OPS[_name] = _unary(_ours)
 for _name, _ours in BINARY.items():
     OPS[f"stablehlo.{_name}"] = _binary(_ours)
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
 
 
 @op("stablehlo.compare")

@@ -6,26 +6,16 @@ scatter, clamped as StableHLO specifies.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from aot.ir import DType, Value
+from aot.registry import registry
 
 from .context import Ctx
 from .regions import comparator_descending, scatter_kind
 from .syntax import Op
 
-OPS: dict[str, Callable[[Ctx, Op, list[Value]], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = registry()  # op name -> lowering (cx, op, operands) -> results
 
 
 def _dims(d: dict, key: str) -> tuple[int, ...]:

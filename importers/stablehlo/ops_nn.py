@@ -1,28 +1,18 @@
 """Contractions and reductions: dot_general, dot, convolution, reduce, reduce_window."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from aot.ir import DType, Value
 from aot.ops.reduction import reduce_identity
+from aot.registry import registry
 
 from .context import Ctx
 from .regions import arg_reducer, reducer_kind
 from .syntax import Enum, Op
 
-OPS: dict[str, Callable[[Ctx, Op, list[Value]], list[Value]]] = {}
+OPS, op = registry()  # op name -> lowering (cx, op, operands) -> results
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
 
 
 def _common_dtype(cx: Ctx, lhs: Value, rhs: Value) -> tuple[Value, Value, DType]:

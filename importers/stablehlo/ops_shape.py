@@ -3,26 +3,16 @@ plus the dynamic-shape ops of shape-polymorphic exports, whose shape operands fo
 once --shape fixes the inputs."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from aot.ir import Value
 from aot.ir.types import TensorType
+from aot.registry import registry
 
 from .context import Ctx
 from .syntax import Op
 
-OPS: dict[str, Callable[[Ctx, Op, list[Value]], list[Value]]] = {}
-
-
-def op(*names: str):
-    def register(fn):
-        for name in names:
-            OPS[name] = fn
-        return fn
-
-    return register
+OPS, op = registry()  # op name -> lowering (cx, op, operands) -> results
 
 
 @op("stablehlo.constant")
