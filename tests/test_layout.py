@@ -106,6 +106,23 @@ def test_does_not_pack_depthwise_conv():
     assert not changed
 
 
+def test_does_not_pack_pointwise_conv():
+    # 1x1, stride 1, unpadded, one group: codegen/cpu/conv1x1.py reads the [O, C, 1, 1] weight as is
+    g = conv_graph((1, 8, 5, 5), 24, (1, 1))
+    before = print_graph(g)
+    changed, g = packed(g)
+    assert not changed
+    assert print_graph(g) == before
+
+
+@pytest.mark.parametrize("strides,padding,groups", [((2, 2), ((0, 0), (0, 0)), 1), ((1, 1), ((1, 1), (0, 0)), 1),
+                                                    ((1, 1), ((0, 0), (0, 0)), 2)])
+def test_packs_other_1x1_convs(strides, padding, groups):
+    changed, g = packed(conv_graph((1, 32, 5, 5), 32, (1, 1), groups, strides, padding))
+    assert changed
+    assert [g.constant_value(n.out).ndim for n in g.nodes if n.op == "constant"] == [5]
+
+
 def test_does_not_pack_non_f32_dot():
     changed, _ = packed(dot_graph(2, 3, 4, dtype=DType.F64))
     assert not changed

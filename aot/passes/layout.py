@@ -29,7 +29,9 @@ Not packed (left to the elemental path): non-f32, batched dots, size-0
 operands, weights shared by several users (packing each copy would bloat
 the artifact), convs other than 2-d, transposed (lhs_dilation) convs, and
 grouped convs whose groups have a channel count that is not a multiple of
-`lanes` (depthwise among them).
+`lanes` (depthwise among them), and pointwise convs (1x1, stride 1, no
+padding, one group), which codegen/cpu/conv1x1.py runs on the [O, C, 1, 1]
+weight with the lanes along pixels.
 """
 from __future__ import annotations
 
@@ -122,6 +124,8 @@ class Layout(Pass):
         if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
             return False
         groups = attrs["groups"]
+        if _is_pointwise(node, w):
+            return False  # codegen/cpu/conv1x1.py vectorizes these along pixels, on the unpacked weight
         return groups == 1 or (w.shape[0] // groups) % self.lanes == 0
 
     def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray) -> None:
@@ -144,6 +148,13 @@ class Layout(Pass):
             result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0, 0, 0, 0),
                           limit=out, stride=(1, 1, 1, 1))
         _replace(graph, node, result)
+
+
+def _is_pointwise(node: Node, w: np.ndarray) -> bool:
+    """1x1, stride 1, unpadded, ungrouped: a matrix product along contiguous pixels in NCHW."""
+    attrs = node.attrs
+    return (w.shape[2:] == (1, 1) and attrs["groups"] == 1 and tuple(attrs["strides"]) == (1, 1)
+            and all(tuple(p) == (0, 0) for p in attrs["padding"]))
 
 
 def _replace(graph: Graph, node: Node, result: Value) -> None:

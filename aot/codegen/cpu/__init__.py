@@ -15,6 +15,7 @@ from llvmlite import ir
 from aot.codegen.cpu import scatter, sort  # noqa: F401  (register their kernel body emitters)
 from aot.codegen.cpu.kernel import emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu import conv, gemm  # noqa: F401  (register the packed dot/conv body emitters)
+from aot.codegen.cpu import conv1x1  # noqa: F401  (registers the pointwise conv body emitter, before depthwise's)
 from aot.codegen.cpu import depthwise  # noqa: F401  (registers the depthwise/narrow conv body emitter)
 from aot.codegen.cpu import pool  # noqa: F401  (registers the reduce_window pooling body emitter)
 from aot.codegen.cpu import dot_dynamic  # noqa: F401  (register the run-time operand dot body emitter)

@@ -1,0 +1,244 @@
+"""Pointwise (1x1, stride 1, unpadded, ungrouped) f32 conv, vectorized along pixels.
+
+In NCHW such a conv is a matrix product per image: with p = h*W + w,
+
+    out[n, o, p] = sum_c W[o, c] * x[n, c, p]
+
+and x is contiguous along p. The layout pass leaves these convs unpacked
+(weight [O, C, 1, 1]); here the vector lanes run along pixels, so narrow
+outputs waste no lanes. Work item = (n, pixel block, output-channel block);
+per item a tile of MR channels x NV vectors of LANES pixels lives in registers:
+
+    for c in 0..C:  xv[j] = x[n, c, p0 + j*L : p0 + (j+1)*L]      (vector loads)
+                    a[r]  = splat(W[o0 + r, c])                     (broadcast)
+                    acc[r][j] = fma(a[r], xv[j], acc[r][j])
+
+Items are pixel-block-major, so consecutive items (one thread's range) reuse
+the same x panel from cache. The last pixel block's partial vector is read
+with a masked load (nothing past the input is touched) and stored lane by
+lane. The fused elementwise epilogue (bias, ReLU6, residual, ...) runs per
+element on the accumulator lanes (gemm.store_epilogue).
+Declined (other paths): anything but the above shape, non-f32, size 0, a
+weight that is not a constant param, an input that is not a materialized
+param, epilogues that read the conv other than elementwise at the root's index.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, register, splat, store_epilogue, store_vector, vector_of
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.target import CpuTarget
+from aot.ir.graph import Node
+from aot.ir.types import DType
+from aot.plan import Kernel
+
+LANES = 16  # pixels per vector: one AVX-512 register of f32
+# the tile: MAX_ROWS channels x up to MAX_VECTORS vectors of pixels; 6 x 4 = 24
+# accumulators leave 8 of AVX-512's 32 registers for the x vectors and a broadcast
+MAX_ROWS = 6
+MAX_VECTORS = 4
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+
+
+def is_pointwise_conv(node: Node) -> bool:
+    """conv(x [N, C, H, W], w [O, C, 1, 1]): f32, stride 1, no padding, one group, not transposed, not empty."""
+    if node.op != "conv" or node.out.type.dtype is not DType.F32 or node.out.type.rank != 4:
+        return False
+    x, weight = node.inputs
+    if weight.type.rank != 4 or weight.type.shape[2:] != (1, 1) or x.type.size == 0 or node.out.type.size == 0:
+        return False
+    attrs = node.attrs
+    if attrs["groups"] != 1 or any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
+        return False
+    return tuple(attrs["strides"]) == (1, 1) and all(tuple(p) == (0, 0) for p in attrs["padding"])
+
+
+def _epilogue(kernel: Kernel) -> Epilogue | None:
+    epilogue = Epilogue.find(kernel, is_pointwise_conv, ())
+    if epilogue is None:
+        return None
+    x, weight = epilogue.contraction.inputs
+    params = {id(p) for p in kernel.params}
+    # a small weight may be fused into the kernel as a constant: it is read through the elemental emitter
+    if id(x) not in params or weight.producer is None or weight.producer.op != "constant":
+        return None
+    return epilogue
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """Sizes and tiling of one pointwise conv (all compile-time)."""
+
+    batch: int
+    channels: int  # C
+    out_channels: int  # O
+    height: int
+    width: int
+    mr: int  # channels per tile
+    nv: int  # pixel vectors per full block
+
+    @property
+    def pixels(self) -> int:
+        return self.height * self.width
+
+    @property
+    def block_pixels(self) -> int:
+        return self.nv * LANES
+
+    @property
+    def pixel_blocks(self) -> int:
+        return -(-self.pixels // self.block_pixels)
+
+    @property
+    def channel_blocks(self) -> int:
+        return -(-self.out_channels // self.mr)
+
+    @property
+    def items(self) -> int:
+        return self.batch * self.pixel_blocks * self.channel_blocks
+
+    @staticmethod
+    def of(conv: Node) -> Pointwise:
+        n, c, h, w = conv.inputs[0].type.shape
+        o = conv.out.type.shape[1]
+        nv = max(1, min(MAX_VECTORS, -(-(h * w) // LANES)))
+        return Pointwise(n, c, o, h, w, max(1, min(o, MAX_ROWS)), nv)
+
+
+def _applies(kernel: Kernel, target: CpuTarget) -> bool:
+    return _epilogue(kernel) is not None
+
+
+def _items(kernel: Kernel) -> int:
+    epilogue = _epilogue(kernel)
+    assert epilogue is not None
+    return Pointwise.of(epilogue.contraction).items
+
+
+def _emit(ctx: KernelContext) -> None:
+    epilogue = _epilogue(ctx.kernel)
+    assert epilogue is not None
+    s = Pointwise.of(epilogue.contraction)
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
+        n, pb, ob = delinearize(b, item, (s.batch, s.pixel_blocks, s.channel_blocks), f"{name}.item")
+        p0 = b.mul(pb, const_i64(s.block_pixels), name=f"{name}.p0", flags=["nuw", "nsw"])
+        o0 = b.mul(ob, const_i64(s.mr), name=f"{name}.o0", flags=["nuw", "nsw"])
+        row_tail = s.out_channels % s.mr
+        pixel_tail = s.pixels % s.block_pixels
+        last_rows = b.icmp_unsigned("==", ob, const_i64(s.channel_blocks - 1)) if row_tail else None
+        last_pixels = b.icmp_unsigned("==", pb, const_i64(s.pixel_blocks - 1)) if pixel_tail else None
+
+        def rows(mr: int) -> None:
+            branch(b, last_pixels, lambda: _tile(ctx, epilogue, s, n, o0, p0, mr, pixel_tail),
+                   lambda: _tile(ctx, epilogue, s, n, o0, p0, mr, s.block_pixels))
+
+        branch(b, last_rows, lambda: rows(row_tail), lambda: rows(s.mr))
+
+
+def _masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, count: int, name: str) -> ir.Value:
+    """LANES floats at base[offset:], lanes >= count are 0 and not read."""
+    vec = vector_of(LANES)
+    mask_type = ir.VectorType(I1, LANES)
+    fn = intrinsic(b.module, f"llvm.masked.load.v{LANES}f32.p0", vec, [vec.as_pointer(), mask_type, vec])
+    addr = b.bitcast(b.gep(base, [offset], inbounds=True), vec.as_pointer())
+    mask = ir.Constant(mask_type, [1 if lane < count else 0 for lane in range(LANES)])
+    return b.call(fn, [addr, mask, ir.Constant(vec, [0.0] * LANES)], name=name)
+
+
+def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0: ir.Value, p0: ir.Value,
+          mr: int, pixels: int) -> None:
+    """mr channels (from o0) x `pixels` pixels (from p0) of image n; mr and pixels compile-time."""
+    b, e = ctx.builder, ctx.elemental
+    conv = epilogue.contraction
+    x, weight = conv.inputs
+    name = conv.out.name
+    vec = vector_of(LANES)
+    x_ptr = ctx.params[id(x)]
+    vectors = -(-pixels // LANES)
+    partial = pixels % LANES
+    plane = b.add(b.mul(n, const_i64(s.channels * s.pixels)), p0, name=f"{name}.x0")
+    channels = [b.add(o0, const_i64(r), name=f"{name}.o{r}", flags=["nuw", "nsw"]) for r in range(mr)]
+    zero = const_i64(0)
+    slots = [[e.alloca(vec, f"{name}.acc{r}_{j}") for j in range(vectors)] for r in range(mr)]
+    for row in slots:
+        for slot in row:
+            b.store(ir.Constant(vec, [0.0] * LANES), slot)
+    with for_range(b, 0, s.channels, f"{name}.c") as c:
+        e.push_scope()
+        at = b.add(plane, b.mul(c, const_i64(s.pixels)), name=f"{name}.xc")
+        xv = []
+        for j in range(vectors):
+            offset = b.add(at, const_i64(j * LANES))
+            if partial and j == vectors - 1:
+                xv.append(_masked_load(b, x_ptr, offset, partial, f"{name}.x{j}"))
+            else:
+                xv.append(load_vector(b, x_ptr, offset, LANES, f"{name}.x{j}"))
+        for r in range(mr):
+            a = splat(b, e.value(weight, [channels[r], c, zero, zero]), LANES, f"{name}.a{r}")
+            for j in range(vectors):
+                b.store(fma(b, a, xv[j], b.load(slots[r][j]), f"{name}.acc{r}_{j}"), slots[r][j])
+        e.pop_scope()
+    # out[n, o, p] at (n*O + o)*P + p
+    out_rows = [b.add(b.mul(b.add(b.mul(n, const_i64(s.out_channels)), b.add(o0, const_i64(r))), const_i64(s.pixels)), p0,
+                      name=f"{name}.out{r}") for r in range(mr)]
+    # not epilogue.root_is_contraction: with no unpack links asked for, its chain is empty either way
+    if conv.out is ctx.kernel.root:
+        for r in range(mr):
+            for j in range(vectors):
+                acc = b.load(slots[r][j])
+                count = min(LANES, pixels - j * LANES)
+                if count == LANES:
+                    store_vector(b, ctx.out_ptr, b.add(out_rows[r], const_i64(j * LANES)), acc, f"{name}.store{r}_{j}")
+                    continue
+                for lane in range(count):
+                    value = b.extract_element(acc, ir.Constant(I32, lane))
+                    b.store(value, b.gep(ctx.out_ptr, [b.add(out_rows[r], const_i64(j * LANES + lane))], inbounds=True), align=4)
+        return
+    _store_epilogue(ctx, epilogue, s, slots, n, o0, p0, pixels)
+
+
+def _store_epilogue(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, slots: list[list[ir.Value]],
+                    n: ir.Value, o0: ir.Value, p0: ir.Value, pixels: int) -> None:
+    """The fused epilogue per element; the tile goes through a stack scratch so the
+    epilogue is one loop over (channel, vector) with LANES unrolled elements (one body of code)."""
+    b, e = ctx.builder, ctx.elemental
+    name = epilogue.contraction.out.name
+    mr, vectors = len(slots), len(slots[0])
+    scratch = e.alloca(ir.ArrayType(F32, mr * vectors * LANES), f"{name}.tile")
+    first = b.gep(scratch, [const_i64(0), const_i64(0)], inbounds=True)
+    for r in range(mr):
+        for j in range(vectors):
+            store_vector(b, first, const_i64((r * vectors + j) * LANES), b.load(slots[r][j]), f"{name}.spill")
+    with for_range(b, 0, mr * vectors, f"{name}.vec") as v:
+        e.push_scope()
+        o = b.add(o0, b.udiv(v, const_i64(vectors)), name=f"{name}.o", flags=["nuw", "nsw"])
+        j = b.urem(v, const_i64(vectors), name=f"{name}.j")
+        base = b.mul(v, const_i64(LANES), flags=["nuw", "nsw"])
+        p_first = b.add(p0, b.mul(j, const_i64(LANES)), name=f"{name}.pv", flags=["nuw", "nsw"])
+        out_row = b.mul(b.add(b.mul(n, const_i64(s.out_channels)), o), const_i64(s.pixels), flags=["nuw", "nsw"])
+
+        def lanes(count: int) -> None:
+            elements = []
+            for lane in range(count):
+                scalar = b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
+                p = b.add(p_first, const_i64(lane), flags=["nuw", "nsw"])
+                h, w = delinearize(b, p, (s.height, s.width), f"{name}.p")
+                elements.append((scalar, [n, o, h, w], b.add(out_row, p, flags=["nuw", "nsw"])))
+            store_epilogue(ctx, epilogue, elements)
+
+        partial = pixels % LANES
+        last = b.icmp_unsigned("==", j, const_i64(vectors - 1)) if partial else None
+        branch(b, last, lambda: lanes(partial), lambda: lanes(LANES))
+        e.pop_scope()
+
+
+POINTWISE_EMITTER = BodyEmitter(_applies, _items, _emit)
+register(POINTWISE_EMITTER)

@@ -1,0 +1,109 @@
+"""Pointwise conv kernel (codegen/cpu/conv1x1.py) vs the reference interpreter.
+
+Compiled through the default pipeline (the layout pass leaves 1x1 convs
+unpacked), run whole and split into pieces (last piece first), and checked
+for which body emitter took each kernel so a silent fallback fails.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from aot.codegen.cpu.conv import CONV_EMITTER
+from aot.codegen.cpu.conv1x1 import POINTWISE_EMITTER
+from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
+from aot.interpreter import interpret
+from aot.ir import Builder, DType, Graph, TensorType
+from aot.ir.graph import Value
+from tests.test_codegen_gemm import TOL, check, compile_and_run, conv2d, emitters, feeds_for
+
+
+def _relu6(b: Builder, y: Value, seed: int) -> Value:
+    shape = y.type.shape
+    bias = np.random.default_rng(seed).standard_normal(shape[1]).astype(np.float32)
+    y = b.op("add", [y, b.op("broadcast", [b.constant(bias)], dims=(1,), shape=shape)])
+    low = b.op("broadcast", [b.constant(np.float32(0))], dims=(), shape=shape)
+    high = b.op("broadcast", [b.constant(np.float32(6))], dims=(), shape=shape)
+    return b.op("min", [b.op("max", [y, low]), high])
+
+
+def pointwise(x_shape: tuple[int, ...], o: int, epilogue: str = "bias_relu6") -> Callable[[], Graph]:
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, x_shape))
+        b = Builder(g)
+        w = b.constant(np.random.default_rng(3).standard_normal((o, x_shape[1], 1, 1)).astype(np.float32))
+        y = b.op("conv", [x, w], strides=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)
+        if epilogue == "bias_relu6":
+            y = _relu6(b, y, 4)
+        elif epilogue == "residual":
+            r = g.add_input("r", y.type)
+            y = b.op("add", [_relu6(b, y, 5), r])
+        g.add_output(y, "y")
+        return g
+    return make
+
+
+@pytest.mark.parametrize("c", [1, 3, 17])
+@pytest.mark.parametrize("o", [1, 8, 33])
+@pytest.mark.parametrize("hw", [(1, 1), (7, 7), (15, 13)])
+def test_pointwise_bias_relu6_odd_sizes(c, o, hw):
+    make = pointwise((1, c) + hw, o)
+    plan = check(make, feeds_for(make), pieces=3)
+    assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias_relu6", "residual"])
+@pytest.mark.parametrize("x_shape,o", [((2, 5, 9, 11), 13), ((2, 16, 12, 12), 24)])
+def test_pointwise_epilogues_and_batches(epilogue, x_shape, o):
+    make = pointwise(x_shape, o, epilogue)
+    plan = check(make, feeds_for(make), pieces=2)
+    assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+def test_split_ranges_equal_the_full_run():
+    make = pointwise((2, 7, 10, 10), 14, "residual")
+    feeds = feeds_for(make)
+    whole, plan = compile_and_run(make(), feeds)
+    for pieces in (2, 5, 17):
+        split, _ = compile_and_run(make(), feeds, pieces)
+        np.testing.assert_array_equal(split[0], whole[0])
+    assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+def test_nan_and_inf_stay_in_their_pixels():
+    make = pointwise((1, 3, 5, 7), 9, "none")
+    feeds = feeds_for(make)
+    feeds["x"][0, 1, 2, 3] = np.nan
+    feeds["x"][0, 2, 4, 6] = np.inf
+    got, plan = compile_and_run(make(), feeds)
+    expected = interpret(make(), feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[0][finite], expected[finite], **TOL)
+    assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+@pytest.mark.parametrize("make,expected", [
+    (conv2d((1, 8, 6, 6), 16, (1, 1), strides=(2, 2)), CONV_EMITTER),  # strided: packed
+    (conv2d((1, 8, 6, 6), 16, (1, 1), padding=((1, 1), (1, 1))), CONV_EMITTER),  # padded: packed
+    (conv2d((1, 3, 6, 6), 16, (3, 3)), CONV_EMITTER),  # 3x3: packed
+    (conv2d((1, 8, 6, 6), 8, (1, 1), groups=4), DEPTHWISE_EMITTER),  # grouped: narrow groups
+])
+def test_declines_other_convs(make, expected):
+    plan = check(make, feeds_for(make), pieces=2)
+    assert POINTWISE_EMITTER not in emitters(plan)
+    assert expected in emitters(plan)
+
+
+def test_declines_a_run_time_weight():
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, (1, 4, 5, 5)))
+        w = g.add_input("w", TensorType(DType.F32, (6, 4, 1, 1)))
+        g.add_output(Builder(g).op("conv", [x, w], strides=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1), "y")
+        return g
+    plan = check(make, feeds_for(make))
+    assert POINTWISE_EMITTER not in emitters(plan)
