@@ -63,6 +63,11 @@ def test_pointwise_epilogues_and_batches(epilogue, x_shape, o):
     assert emitters(plan) == [POINTWISE_EMITTER]
 
 
+def test_dilation_of_a_1x1_conv_is_taken():
+    make = conv2d((1, 8, 6, 6), 16, (1, 1), dilation=(2, 3))
+    assert emitters(check(make, feeds_for(make), pieces=2)) == [POINTWISE_EMITTER]
+
+
 def test_split_ranges_equal_the_full_run():
     make = pointwise((2, 7, 10, 10), 14, "residual")
     feeds = feeds_for(make)

@@ -18,9 +18,14 @@ the same x panel from cache. The last pixel block's partial vector is read
 with a masked load (nothing past the input is touched) and stored lane by
 lane. The fused elementwise epilogue (bias, ReLU6, residual, ...) runs per
 element on the accumulator lanes (gemm.store_epilogue).
+The weight is read through the elemental emitter: a weight param, or a small
+constant that fusion put inside the kernel. The dilation of a 1x1 conv has
+no effect, so any is taken.
 Declined (other paths): anything but the above shape, non-f32, size 0, a
-weight that is not a constant param, an input that is not a materialized
-param, epilogues that read the conv other than elementwise at the root's index.
+weight that is not a constant (a run-time or a splat one), an input that is
+not a materialized param, epilogues that read the conv other than
+elementwise at the root's index. The tile is sized for AVX-512's 32 vector
+registers; on AVX2 LLVM splits each vector in two and the tile spills.
 """
 from __future__ import annotations
 
