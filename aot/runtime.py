@@ -325,6 +325,17 @@ class Session:
         self._input_index = {d.info.name: i for i, d in enumerate(self._inputs)}
         self._output_index = {d.info.name: i for i, d in enumerate(self._outputs)}
         self.threads = n
+        # Tensor descriptors built once: a run only fills in data pointers (under the lock).
+        self._c_in = self._tensor_table(self._inputs)
+        self._c_out = self._tensor_table(self._outputs)
+
+    @staticmethod
+    def _tensor_table(descs: list[_Desc]) -> ctypes.Array:
+        table = (_Tensor * max(len(descs), 1))()
+        for i, d in enumerate(descs):
+            nbytes = int(np.prod(d.info.shape, dtype=np.int64)) * d.info.dtype.itemsize
+            table[i] = _Tensor(d.code, len(d.info.shape), d.shape_arr, None, nbytes)
+        return table
 
     def _describe(self, count_fn, info_fn) -> list[_Desc]:
         out: list[_Desc] = []
@@ -394,16 +405,14 @@ class Session:
             arrays.append(self._prepare_input(d, feeds[d.info.name]))
         outs = [np.empty(d.info.shape, dtype=d.info.dtype) for d in self._outputs]
 
-        c_in = (_Tensor * max(len(arrays), 1))()
-        for i, (d, a) in enumerate(zip(self._inputs, arrays)):
-            c_in[i] = _Tensor(d.code, len(d.info.shape), d.shape_arr, a.ctypes.data, a.nbytes)
-        c_out = (_Tensor * max(len(outs), 1))()
-        for i, (d, a) in enumerate(zip(self._outputs, outs)):
-            c_out[i] = _Tensor(d.code, len(d.info.shape), d.shape_arr, a.ctypes.data, a.nbytes)
         err = _Error()
         with self._lock:
             self._check_open()
-            st = self._lib.aot_run(self._ctx, c_in, len(arrays), c_out, len(outs), ctypes.byref(err))
+            for slot, a in zip(self._c_in, arrays):
+                slot.data = a.ctypes.data
+            for slot, a in zip(self._c_out, outs):
+                slot.data = a.ctypes.data
+            st = self._lib.aot_run(self._ctx, self._c_in, len(arrays), self._c_out, len(outs), ctypes.byref(err))
         if st != AOT_OK:
             raise RunError(_message(err))
         return [outs[self._output_index[n]] for n in names]
