@@ -39,6 +39,9 @@ def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dic
     ours = aot.Session(artifact, threads=threads)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    # onnxruntime's workers spin after each run; interleaved with aot they would
+    # steal the cores aot's own pool needs, so both engines run without spinning
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     feeds = {"x": x}
     for _ in range(10):  # warm up both
