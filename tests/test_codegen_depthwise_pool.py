@@ -93,6 +93,12 @@ def test_depthwise_epilogues(epilogue, width):
     assert DEPTHWISE_EMITTER in emitters(plan)
 
 
+def test_ungrouped_conv_with_few_outputs():
+    # lenet's first conv: 1 input channel, 6 outputs (6 of 16 lanes if packed): vectorized along pixels here
+    make = conv2d((1, 1, 28, 28), 6, (5, 5), "bias_relu", groups=1, padding=((2, 2), (2, 2)))
+    assert emitters(check(make, feeds_for(make), pieces=3)) == [DEPTHWISE_EMITTER]
+
+
 def test_narrow_groups_of_two_channels():
     # 12 outputs in 4 groups of 3 over 2 input channels each: too narrow for the packed conv
     make = conv2d((1, 8, 11, 19), 12, (3, 3), groups=4, strides=(2, 1), padding=((1, 1), (0, 2)))

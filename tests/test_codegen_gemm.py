@@ -174,12 +174,12 @@ def test_dot_nan_and_inf_propagate():
 
 # -- conv --------------------------------------------------------------------------
 @pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding,dilation", [
-    ((1, 1, 28, 28), 6, (5, 5), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # lenet conv1
+    ((1, 1, 28, 28), 20, (5, 5), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # lenet conv1, widened (6 outputs: depthwise.py)
     ((1, 6, 14, 14), 16, (5, 5), 1, (1, 1), ((0, 0), (0, 0)), (1, 1)),  # lenet conv2
     ((2, 3, 9, 11), 20, (3, 2), 1, (2, 1), ((1, 2), (0, 1)), (1, 2)),
     ((1, 4, 9, 30), 32, (3, 3), 2, (1, 2), ((1, 1), (1, 1)), (2, 1)),
     ((1, 3, 5, 5), 17, (1, 1), 1, (1, 1), ((1, 0), (0, 1)), (1, 1)),  # padded 1x1 (unpadded ones: conv1x1.py)
-    ((1, 2, 3, 3), 5, (3, 3), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # every row and column touches padding
+    ((1, 2, 3, 3), 17, (3, 3), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # every row and column touches padding
 ])
 def test_conv_bias_relu(x_shape, o, kernel, groups, strides, padding, dilation):
     make = conv2d(x_shape, o, kernel, "bias_relu", groups, strides, padding, dilation)

@@ -74,7 +74,7 @@ def test_packed_dot_matches_reference(m, k, n, contract):
 
 
 @pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding,dilation", [
-    ((1, 1, 7, 7), 6, (3, 3), 1, (1, 1), ((1, 1), (1, 1)), (1, 1)),
+    ((1, 1, 7, 7), 18, (3, 3), 1, (1, 1), ((1, 1), (1, 1)), (1, 1)),
     ((2, 3, 9, 8), 20, (3, 2), 1, (2, 1), ((1, 2), (0, 1)), (1, 2)),
     ((1, 4, 5, 6), 32, (1, 1), 2, (1, 1), ((0, 0), (0, 0)), (1, 1)),
 ])
@@ -104,6 +104,15 @@ def test_pack_dot_weight_pads_columns_with_zeros():
 def test_does_not_pack_depthwise_conv():
     changed, _ = packed(conv_graph((1, 8, 5, 5), 8, (3, 3), groups=8))
     assert not changed
+
+
+def test_does_not_pack_conv_with_too_few_outputs_for_the_lanes():
+    # 6 output channels would fill 6 of 16 lanes: codegen/cpu/depthwise.py vectorizes along pixels instead
+    changed, _ = packed(conv_graph((1, 1, 7, 7), 6, (3, 3), padding=((1, 1), (1, 1))))
+    assert not changed
+    # too many taps per output for that kernel: packed after all
+    changed, _ = packed(conv_graph((1, 8, 7, 7), 6, (3, 3), padding=((1, 1), (1, 1))))
+    assert changed
 
 
 def test_does_not_pack_pointwise_conv():

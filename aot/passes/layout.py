@@ -63,6 +63,10 @@ def pack_conv_weight(w: np.ndarray, lanes: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(grouped, 1, -1))
 
 
+# taps per output the pixel-vectorized narrow-conv kernel (codegen/cpu/depthwise.py) unrolls
+NARROW_TAPS = 64
+
+
 class Layout(Pass):
     """Pack constant dot/conv weights into [blocks, ..., lanes] layouts.
 
@@ -126,6 +130,8 @@ class Layout(Pass):
         groups = attrs["groups"]
         if _is_pointwise(node, w):
             return False  # codegen/cpu/conv1x1.py vectorizes these along pixels, on the unpacked weight
+        if w.shape[0] // groups < self.lanes and w.shape[1] * w.shape[2] * w.shape[3] <= NARROW_TAPS:
+            return False  # too few outputs to fill the lanes: codegen/cpu/depthwise.py vectorizes along pixels
         return groups == 1 or (w.shape[0] // groups) % self.lanes == 0
 
     def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray) -> None:
