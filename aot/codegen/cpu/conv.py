@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import (
-    Epilogue, LinkCheck, branch, fma, is_unpadding_slice, load_vector, register, splat, store_epilogue,
-    store_vector, vector_of,
+    Epilogue, LinkCheck, branch, fma, is_unpadding_slice, load_vector, packed_epilogue, register, splat,
+    store_epilogue, store_vector, vector_of,
 )
 from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
@@ -127,10 +127,7 @@ class ConvGeometry:
 
 
 def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
-    epilogue = Epilogue.find(kernel, is_packed_conv, CONV_LINKS)
-    if epilogue is None or id(epilogue.contraction.inputs[1]) not in {id(p) for p in kernel.params}:
-        return None
-    return epilogue
+    return packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
 
 
 def _conv_applies(kernel: Kernel, target: CpuTarget) -> bool:

@@ -234,11 +234,16 @@ class DotTiling:
         return DotTiling(rows, depth, blocks, lanes, columns, mr, ncb)
 
 
-def _dot_epilogue(kernel: Kernel) -> Epilogue | None:
-    epilogue = Epilogue.find(kernel, is_packed_dot, DOT_LINKS)
+def packed_epilogue(kernel: Kernel, is_packed: Callable[[Node], bool], links: Sequence[LinkCheck]) -> Epilogue | None:
+    """The epilogue of the kernel's packed contraction, if its packed weight is read from a buffer."""
+    epilogue = Epilogue.find(kernel, is_packed, links)
     if epilogue is None or id(epilogue.contraction.inputs[1]) not in {id(p) for p in kernel.params}:
         return None
     return epilogue
+
+
+def _dot_epilogue(kernel: Kernel) -> Epilogue | None:
+    return packed_epilogue(kernel, is_packed_dot, DOT_LINKS)
 
 
 def _dot_applies(kernel: Kernel, target: CpuTarget) -> bool:
