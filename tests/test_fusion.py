@@ -181,7 +181,6 @@ def test_does_not_fuse_row_reduce_read_by_a_dot():
 
 # -- reduction fusion, compiled: one kernel, each reduction once per row -------------------------
 def _onnx_model(kind: str, shape: tuple[int, ...]):
-    import onnx
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))

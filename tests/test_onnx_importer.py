@@ -639,7 +639,7 @@ def test_more_activations(op_type, attrs):
     check_node(op_type, ["x"], {"x": randn(3, 7)}, attrs=attrs, opset=22, rtol=1e-5, atol=1e-5)
 
 
-def test_symbolic_dim_without_shape_names_input_dim_and_flag():
+def test_symbolic_dim_without_shape_names_input_dim_and_flag_2d():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])

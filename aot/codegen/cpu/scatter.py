@@ -44,7 +44,6 @@ def _emit(ctx: KernelContext) -> None:
     dims = ScatterDims(operand.type, indices.type, updates.type, node.attrs)
     b, e = ctx.builder, ctx.elemental
     name = node.out.name
-    dtype = operand.type.dtype
     shape = operand.type.shape
     start_map, batching_map = dims.start_map(), dims.batching_map()
     # one item: the range [begin, end) either holds it or is empty
