@@ -29,10 +29,9 @@ from aot.codegen.cpu.gemm import (
     Epilogue, LinkCheck, branch, fma, is_unpadding_slice, load_vector, packed_epilogue, register, splat,
     store_epilogue, store_vector, vector_of,
 )
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.kernel import KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
-from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
 from aot.plan import Kernel
@@ -130,19 +129,7 @@ def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
     return packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
 
 
-def _conv_applies(kernel: Kernel, target: CpuTarget) -> bool:
-    return _conv_epilogue(kernel) is not None
-
-
-def _conv_items(kernel: Kernel) -> int:
-    epilogue = _conv_epilogue(kernel)
-    assert epilogue is not None
-    return ConvGeometry.of(epilogue).items
-
-
-def _emit_conv(ctx: KernelContext) -> None:
-    epilogue = _conv_epilogue(ctx.kernel)
-    assert epilogue is not None
+def _emit_conv(ctx: KernelContext, epilogue: Epilogue) -> None:
     g = ConvGeometry.of(epilogue)
     b = ctx.builder
     name = epilogue.contraction.out.name
@@ -273,5 +260,5 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
         store_epilogue(ctx, epilogue, elements)
 
 
-CONV_EMITTER = BodyEmitter(_conv_applies, _conv_items, _emit_conv)
+CONV_EMITTER = matched_body(_conv_epilogue, lambda epilogue: ConvGeometry.of(epilogue).items, _emit_conv)
 register(CONV_EMITTER)

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext
+from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32, intrinsic
-from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
 from aot.ops import DATA_MOVEMENT, ELEMENTWISE
@@ -246,19 +245,7 @@ def _dot_epilogue(kernel: Kernel) -> Epilogue | None:
     return packed_epilogue(kernel, is_packed_dot, DOT_LINKS)
 
 
-def _dot_applies(kernel: Kernel, target: CpuTarget) -> bool:
-    return _dot_epilogue(kernel) is not None
-
-
-def _dot_items(kernel: Kernel) -> int:
-    epilogue = _dot_epilogue(kernel)
-    assert epilogue is not None
-    return DotTiling.of(epilogue).items
-
-
-def _emit_dot(ctx: KernelContext) -> None:
-    epilogue = _dot_epilogue(ctx.kernel)
-    assert epilogue is not None
+def _emit_dot(ctx: KernelContext, epilogue: Epilogue) -> None:
     t = DotTiling.of(epilogue)
     b = ctx.builder
     name = epilogue.contraction.out.name
@@ -347,7 +334,7 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
         branch(b, last, lambda: lanes(partial), lambda: lanes(t.lanes))
 
 
-DOT_EMITTER = BodyEmitter(_dot_applies, _dot_items, _emit_dot)
+DOT_EMITTER = matched_body(_dot_epilogue, lambda epilogue: DotTiling.of(epilogue).items, _emit_dot)
 
 # The root of a dot kernel is the dot, a link of its unpack chain, or the last
 # elementwise op of its epilogue; `applies` tells them apart.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from llvmlite import ir
 
@@ -75,6 +76,23 @@ class BodyEmitter:
     applies: Callable[[Kernel, CpuTarget], bool]
     work_items: Callable[[Kernel], int]
     emit: Callable[[KernelContext], None]
+
+
+def matched_body(match: Callable[[Kernel], Any], items: Callable[[Any], int],
+                 emit: Callable[[KernelContext, Any], None]) -> BodyEmitter:
+    """A BodyEmitter from one matcher: it applies where `match(kernel)` is not None,
+    and the match is handed to `items` and `emit`."""
+
+    def applies(kernel: Kernel, target: CpuTarget) -> bool:
+        return match(kernel) is not None
+
+    def matched(kernel: Kernel) -> Any:
+        found = match(kernel)
+        if found is None:
+            raise CodegenError(f"kernel {kernel.name}: body emitter used where it does not apply")
+        return found
+
+    return BodyEmitter(applies, lambda kernel: items(matched(kernel)), lambda ctx: emit(ctx, matched(ctx.kernel)))
 
 
 # root op -> body emitters tried in order; modules register into it on import
