@@ -3,7 +3,8 @@
     python models/make_benchmarks.py OUT_DIR [names...]
 
 Writes OUT_DIR/NAME.onnx and OUT_DIR/NAME.input.npy for each model (all by
-default). torch is a tool for making models, not a dependency of aot:
+default). BatchNormalization stays in the graph unless
+--exporter-folds-batch-norm. torch is a tool for making models, not a dependency of aot:
 install it with `pip install torch==2.13.0` (the CPU build), or the
 `bench` extra.
 
@@ -195,9 +196,13 @@ def _randomize_batch_norm(module) -> None:
             m.bias.data.copy_(torch.randn(n, generator=generator) * 0.1)
 
 
-def make(name: str, out_dir: Path, *, dynamo: bool = False) -> Path:
+def make(name: str, out_dir: Path, *, dynamo: bool = False, exporter_folds_batch_norm: bool = False) -> Path:
     """Write OUT_DIR/name.onnx and OUT_DIR/name.input.npy; returns the model path.
 
+    The graph keeps each BatchNormalization node, as the module is written
+    (and as model-zoo files such as ResNet's are): folding them into the convs
+    is the compiler's job (passes/fold_scale.py). exporter_folds_batch_norm=True
+    lets the TorchScript exporter fold them instead (its eval-mode default).
     dynamo=True uses torch's newer exporter (torch.export + onnxscript; opset
     20 graphs with LayerNormalization, Split, ...) instead of the TorchScript one.
     """
@@ -219,9 +224,12 @@ def make(name: str, out_dir: Path, *, dynamo: bool = False) -> Path:
             torch.onnx.export(module, (torch.from_numpy(x),), str(path), input_names=["x"], output_names=["y"],
                               dynamo=True, verbose=False)
         else:
-            # the TorchScript exporter needs no onnxscript and writes plain opset-17 graphs
+            # the TorchScript exporter needs no onnxscript and writes plain opset-17 graphs;
+            # in EVAL mode it folds BatchNormalization into the convs, PRESERVE keeps the
+            # nodes (in inference form: the module is in eval mode)
+            mode = torch.onnx.TrainingMode.EVAL if exporter_folds_batch_norm else torch.onnx.TrainingMode.PRESERVE
             torch.onnx.export(module, (torch.from_numpy(x),), str(path), input_names=["x"], output_names=["y"],
-                              opset_version=OPSET, dynamo=False)
+                              opset_version=OPSET, dynamo=False, training=mode)
     np.save(out_dir / f"{name}.input.npy", x)
     return path
 
@@ -230,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("names", nargs="*", default=list(MODELS))
+    parser.add_argument("--exporter-folds-batch-norm", action="store_true",
+                        help="let torch's exporter fold BatchNormalization into the convs (default: keep the nodes)")
     args = parser.parse_args(argv)
     for name in args.names:
-        print(make(name, args.out_dir))
+        print(make(name, args.out_dir, exporter_folds_batch_norm=args.exporter_folds_batch_norm))
     return 0
 
 

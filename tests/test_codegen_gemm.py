@@ -194,6 +194,51 @@ def test_conv_epilogues(epilogue):
     assert CONV_EMITTER in emitters(plan)
 
 
+def residual_block(x_shape: tuple[int, ...], o: int, stride: int, down_kernel: int = 1, down_padding: int = 0,
+                   relu_before_join: bool = False) -> Callable[[], Graph]:
+    """relu(conv3x3(h) + b2 + conv(x, Wd) + bd) with h = conv3x3 stride s of x: a ResNet downsample block."""
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, x_shape))
+        b = Builder(g)
+        c = x_shape[1]
+        pad = ((1, 1), (1, 1))
+        h = b.op("conv", [x, _const(b, (o, c, 3, 3), 5)], strides=(stride, stride), padding=pad, dilation=(1, 1), groups=1)
+        h = _bias_relu(b, h, 1, 6)
+        main = b.op("conv", [h, _const(b, (o, o, 3, 3), 7)], strides=(1, 1), padding=pad, dilation=(1, 1), groups=1)
+        main = b.op("add", [main, b.op("broadcast", [_const(b, (o,), 8)], dims=(1,), shape=main.type.shape)])
+        dp = ((down_padding, down_padding),) * 2
+        down = b.op("conv", [x, _const(b, (o, c, down_kernel, down_kernel), 9)], strides=(stride, stride), padding=dp,
+                    dilation=(1, 1), groups=1)
+        down = b.op("add", [down, b.op("broadcast", [_const(b, (o,), 10)], dims=(1,), shape=down.type.shape)])
+        if relu_before_join:
+            zero = b.op("broadcast", [b.constant(np.float32(0))], dims=(), shape=down.type.shape)
+            down = b.op("max", [down, zero])
+        zero = b.op("broadcast", [b.constant(np.float32(0))], dims=(), shape=main.type.shape)
+        g.add_output(b.op("max", [b.op("add", [main, down]), zero]), "y")
+        return g
+    return make
+
+
+@pytest.mark.parametrize("x_shape,o,stride,down_kernel,down_padding", [
+    ((1, 8, 14, 14), 16, 2, 1, 0),  # ResNet downsample: 1x1 stride 2
+    ((2, 5, 9, 11), 21, 2, 1, 0),  # odd sizes, output channels padded to the lanes (unpack slice)
+    ((1, 4, 8, 30), 16, 1, 3, 1),  # a padded 3x3 partner: its columns are bounds-checked
+])
+def test_downsample_conv_accumulates_into_the_residual_conv(x_shape, o, stride, down_kernel, down_padding):
+    make = residual_block(x_shape, o, stride, down_kernel, down_padding)
+    plan = check(make, feeds_for(make), pieces=3)
+    # conv1 and conv2+downsample: the downsample conv has no kernel (or buffer) of its own
+    assert emitters(plan) == [CONV_EMITTER, CONV_EMITTER]
+    assert sum(1 for n in plan.kernels[1].nodes if n.op == "conv") == 2
+
+
+def test_downsample_conv_with_relu_before_the_join_keeps_its_kernel():
+    make = residual_block((1, 8, 10, 10), 16, 2, relu_before_join=True)
+    plan = check(make, feeds_for(make), pieces=2)
+    assert emitters(plan) == [CONV_EMITTER] * 3
+
+
 def test_depthwise_conv_is_not_packed():
     # depthwise convs take codegen/cpu/depthwise.py (tests/test_codegen_depthwise_pool.py)
     make = conv2d((1, 8, 6, 6), 8, (3, 3), groups=8, padding=((1, 1), (1, 1)))

@@ -269,7 +269,8 @@ def test_does_not_fuse_dot_into_reduce_when_data_movement_is_between():
 
 
 def test_does_not_fuse_a_second_conv_into_a_kernel_that_has_one():
-    # residual block with a 1x1 downsample conv: each conv keeps a fast kernel body of its own
+    # unpacked convs (no layout pass): the second one would run on the slow elemental path, so it
+    # keeps a kernel of its own (packed convs that meet in a sum share one: test_contraction_sum.py)
     text = """
         graph @g(%x: f32[1,2,4,4], %w: f32[2,2,3,3], %d: f32[2,2,1,1]) {
           %a = conv(%x, %w) {dilation = [1, 1], groups = 1, padding = [[1, 1], [1, 1]], strides = [1, 1]} : f32[1,2,4,4]

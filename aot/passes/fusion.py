@@ -21,6 +21,11 @@ rules, in order (each decision keeps its reason for --explain fusion):
   most once (elementwise ops, reshape, transpose, slice, concat, pad,
   reduce), or if it is free (broadcast, dot, conv and reduce_window
   re-read elements, so only free producers fuse into them);
+- one dot or conv per kernel: its body accelerates one contraction, and a
+  second would run on the slow elemental path. The exception is a packed
+  conv whose result meets the kernel's conv in a plain sum (a ResNet
+  downsample branch): both accumulate into the same registers
+  (passes/contraction_sum.py);
 - expensive nodes (dot, conv, reduce, reduce_window) fuse only where they
   are computed in one loop: a node that the kernel evaluates both inside a
   fused reduction's loop and outside it is computed twice, which is fine for
@@ -37,6 +42,7 @@ from typing import Literal
 
 from aot.ir.graph import Graph, Node, Value
 from aot.ops import CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
+from aot.passes.contraction_sum import accumulation_join
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -109,7 +115,8 @@ class _Analysis:
 
 
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
-            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool, holds_contraction: bool) -> Decision:
+            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool, holds_contraction: bool,
+            sums_with_contraction: bool) -> Decision:
     if is_output:
         return Decision.no("graph output")
     if node.op in NON_ELEMENTAL:
@@ -130,6 +137,8 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
     if node.op in ("dot", "conv") and feeds_reduce:
         # a reduce is no epilogue: the fast (packed) dot/conv bodies only take elementwise ones
         return Decision.no(f"{node.op} keeps its own kernel body: a reduce is not an epilogue")
+    if node.op == "conv" and holds_contraction and sums_with_contraction:
+        return Decision.yes("conv accumulates into its consumer's conv: their results meet in a plain sum")
     if node.op in ("dot", "conv") and holds_contraction:
         # a kernel body accelerates one contraction; a second would run on the slow elemental path
         return Decision.no(f"{node.op} keeps its own kernel body: its consumer's kernel already has a dot/conv")
@@ -142,6 +151,10 @@ def fuse(graph: Graph) -> list[Kernel]:
     """Partition `graph` into kernels in execution (topological) order."""
     users = graph.users()
     outputs = graph.output_ids()
+
+    def users_of(value: Value) -> list[Node]:
+        return users.get(id(value), [])
+
     # groups[id(node)] = the kernels (by root position) that compute `node` inline
     groups: dict[int, list[int]] = {}
     reasons: dict[int, str] = {}
@@ -150,8 +163,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     reread: set[int] = set()
     # ids of fused nodes whose value flows into a reduce of the same kernel
     into_reduce: set[int] = set()
-    # kernels (by root position) that already compute a dot or conv
-    with_contraction: set[int] = set()
+    # kernels (by root position) -> the dots and convs they already compute
+    with_contraction: dict[int, list[Node]] = {}
     analysis = _Analysis({}, {})
     for node in reversed(graph.nodes):
         node_users = users.get(id(node.out), [])
@@ -168,11 +181,14 @@ def fuse(graph: Graph) -> list[Kernel]:
         })
         # does this value reach a reduce of its kernel, directly or through fused ops?
         feeds_reduce = any(u.op == "reduce" or id(u) in into_reduce for u in node_users)
-        holds_contraction = any(g in with_contraction for g in user_groups)
+        held = [c for g in sorted(set(user_groups)) for c in with_contraction.get(g, [])]
+        # a second conv may share the kernel's accumulators when it joins every one there in a plain sum
+        sums = bool(held) and all(accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts,
-                           feeds_reduce, holds_contraction)
+                           feeds_reduce, bool(held), sums)
         if decision.fuse and node.op in ("dot", "conv"):
-            with_contraction.update(user_groups)
+            for g in set(user_groups):
+                with_contraction.setdefault(g, []).append(node)
         if decision.fuse:
             if feeds_reduce:
                 into_reduce.add(id(node))
@@ -185,7 +201,7 @@ def fuse(graph: Graph) -> list[Kernel]:
         else:
             groups[id(node)] = [len(roots)]
             if node.op in ("dot", "conv"):
-                with_contraction.add(len(roots))
+                with_contraction[len(roots)] = [node]
             reasons[len(roots)] = decision.reason
             roots.append(node)
             analysis.alignment[id(node)] = "row" if node.out.type.rank >= 1 else None

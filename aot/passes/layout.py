@@ -156,6 +156,20 @@ class Layout(Pass):
         _replace(graph, node, result)
 
 
+def is_packed_conv(node: Node) -> bool:
+    """conv(x5 [N, C, H, W, 1], Wp [OB, C/g, KH, KW, L]) with the lane padding this pass writes (f32)."""
+    if node.op != "conv" or node.out.type.dtype is not DType.F32:
+        return False
+    x5, wp = node.inputs
+    if x5.type.rank != 5 or x5.type.shape[-1] != 1 or wp.producer is None or wp.producer.op != "constant":
+        return False
+    lanes = wp.type.shape[-1]
+    attrs = node.attrs
+    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1, 1))):
+        return False
+    return attrs["strides"][-1] == 1 and attrs["dilation"][-1] == 1 and attrs["padding"][-1] == (lanes - 1, lanes - 1)
+
+
 def _is_pointwise(node: Node, w: np.ndarray) -> bool:
     """1x1, stride 1, unpadded, ungrouped: a matrix product along contiguous pixels in NCHW."""
     attrs = node.attrs

@@ -33,27 +33,14 @@ from aot.codegen.cpu.kernel import KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.ir.graph import Node, Value
-from aot.ir.types import DType
+from aot.passes.contraction_sum import accumulation_join
+from aot.passes.layout import is_packed_conv
 from aot.plan import Kernel
 
 # output pixels per work item: one accumulator vector each (leaves room for
 # the weight vector and the broadcast in 16 registers)
 MAX_PIXELS = 12
 ZERO = const_i64(0)
-
-
-def is_packed_conv(node: Node) -> bool:
-    """conv(x5 [N, C, H, W, 1], Wp [OB, C/g, KH, KW, L]) with the lane padding of the layout pass."""
-    if node.op != "conv" or node.out.type.dtype is not DType.F32:
-        return False
-    x5, wp = node.inputs
-    if x5.type.rank != 5 or x5.type.shape[-1] != 1 or wp.producer is None or wp.producer.op != "constant":
-        return False
-    lanes = wp.type.shape[-1]
-    attrs = node.attrs
-    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1, 1))):
-        return False
-    return attrs["strides"][-1] == 1 and attrs["dilation"][-1] == 1 and attrs["padding"][-1] == (lanes - 1, lanes - 1)
 
 
 def _is_nchw_transpose(node: Node, source: Value) -> bool:
@@ -100,11 +87,15 @@ class ConvGeometry:
     @staticmethod
     def of(epilogue: Epilogue) -> ConvGeometry:
         conv = epilogue.contraction
+        blocks, lanes = conv.out.type.shape[1], conv.out.type.shape[-1]
+        return ConvGeometry.of_conv(conv, epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes)
+
+    @staticmethod
+    def of_conv(conv: Node, out_channels: int) -> ConvGeometry:
         x5, wp = conv.inputs
         n, c, h, w, _ = x5.type.shape
         blocks, cg, kh, kw, lanes = wp.type.shape
         _, _, oh, ow, _ = conv.out.type.shape
-        out_channels = epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes
         runs = max(1, -(-ow // MAX_PIXELS))
         pixels = -(-ow // runs)
         attrs = conv.attrs
@@ -126,7 +117,23 @@ class ConvGeometry:
 
 
 def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
-    return packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
+    epilogue = packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
+    if epilogue is None:
+        return None
+    users: dict[int, list[Node]] = {}
+    for node in kernel.nodes:
+        for v in node.inputs:
+            users.setdefault(id(v), []).append(node)
+    params = {id(p) for p in kernel.params}
+    main = epilogue.contraction
+    # other convs of the kernel that join the main one in a plain sum share its accumulators;
+    # any other contraction stays on the elemental path (computed where the epilogue reads it)
+    partners = tuple(
+        n for n in kernel.nodes
+        if n is not main and n.op == "conv" and id(n.inputs[1]) in params
+        and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
+    )
+    return Epilogue(main, epilogue.chain, partners) if partners else epilogue
 
 
 def _emit_conv(ctx: KernelContext, epilogue: Epilogue) -> None:
@@ -171,13 +178,25 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     """Accumulate and store `pixels` output columns (compile-time count) of one item."""
     b, e = ctx.builder, ctx.elemental
     conv = epilogue.contraction
-    x5, wp = conv.inputs
-    name = conv.out.name
     vec = vector_of(g.lanes)
-    weights = ctx.params[id(wp)]
-    slots = [e.alloca(vec, f"{name}.acc{p}") for p in range(pixels)]
+    slots = [e.alloca(vec, f"{conv.out.name}.acc{p}") for p in range(pixels)]
     for slot in slots:
         b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
+    _accumulate(ctx, conv, g, at, slots, checked)
+    for partner in epilogue.partners:
+        partner_geometry = ConvGeometry.of_conv(partner, g.out_channels)
+        # the run's bounds check is the main conv's; the partner checks its columns unless never needed
+        _accumulate(ctx, partner, partner_geometry, at, slots, not partner_geometry.columns_always_inside())
+    _conv_store(ctx, epilogue, g, at, slots)
+
+
+def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[ir.Value], checked: bool) -> None:
+    """slots[p] += conv at output pixel ow0 + p of the item, for every tap and input channel."""
+    b, e = ctx.builder, ctx.elemental
+    x5, wp = conv.inputs
+    name = conv.out.name
+    weights = ctx.params[id(wp)]
+    pixels = len(slots)
     blocks_per_group = g.blocks // g.groups
     channel_base = b.mul(b.udiv(at.ob, const_i64(blocks_per_group)), const_i64(g.group_channels), name=f"{name}.cbase")
     columns = []  # (position, in-bounds or None) per (j, p)
@@ -220,7 +239,6 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
         else:
             with b.if_then(row_ok):
                 channels()
-    _conv_store(ctx, epilogue, g, at, slots)
 
 
 def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, slots: list[ir.Value]) -> None:

@@ -55,6 +55,9 @@ class Epilogue:
 
     contraction: Node
     chain: tuple[Node, ...]
+    # contractions accumulated into the same accumulators (passes/contraction_sum.py);
+    # the epilogue reads them as 0, their sum already being in the contraction's lane
+    partners: tuple[Node, ...] = ()
 
     @property
     def root_is_contraction(self) -> bool:
@@ -170,8 +173,11 @@ def store_epilogue(ctx: KernelContext, epilogue: Epilogue, elements: Sequence[tu
     for scalar, root_index, linear in elements:
         e.push_scope()
         e.substitute(epilogue.contraction.out, scalar)
+        for partner in epilogue.partners:
+            e.substitute(partner.out, ir.Constant(F32, 0.0))
         results.append((e.to_storage(e.value(root, root_index), root.type.dtype), linear))
-        e.substitute(epilogue.contraction.out, None)
+        for summed in (epilogue.contraction, *epilogue.partners):
+            e.substitute(summed.out, None)
         e.pop_scope()
     for value, linear in results:
         addr = b.gep(ctx.out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
