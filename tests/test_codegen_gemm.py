@@ -180,6 +180,8 @@ def test_dot_nan_and_inf_propagate():
     ((1, 4, 9, 30), 32, (3, 3), 2, (1, 2), ((1, 1), (1, 1)), (2, 1)),
     ((1, 3, 5, 5), 17, (1, 1), 1, (1, 1), ((1, 0), (0, 1)), (1, 1)),  # padded 1x1 (unpadded ones: conv1x1.py)
     ((1, 2, 3, 3), 17, (3, 3), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # every row and column touches padding
+    ((1, 8, 6, 20), 64, (3, 3), 2, (1, 1), ((1, 1), (1, 1)), (1, 1)),  # 16 lanes: paired blocks inside each group
+    ((1, 3, 7, 9), 48, (3, 3), 1, (1, 1), ((1, 1), (1, 1)), (1, 1)),  # 16 lanes: 3 blocks, one per item
 ])
 def test_conv_bias_relu(x_shape, o, kernel, groups, strides, padding, dilation):
     make = conv2d(x_shape, o, kernel, "bias_relu", groups, strides, padding, dilation)

@@ -6,7 +6,9 @@ output channels lives in the vector lanes (in reverse lane order), then the
 unpack chain transpose -> reshape [N, OB*L, OH, OW] (-> slice [N, O, OH, OW]).
 
 Work item: (n, channel block ob, output row oh, a run of up to MAX_PIXELS
-output columns). Per item, one accumulator vector per output pixel:
+output columns); with 16 lanes, two channel blocks ob, ob+1 of one group
+(see PAIRED_MAX_PIXELS). Per item, one accumulator vector per output pixel
+(and block):
 
     for i in 0..KH:  h = oh*sh + i*dh - ph;  skip the row if h is padding
       for c in 0..C/g:
@@ -40,6 +42,11 @@ from aot.plan import Kernel
 # output pixels per work item: one accumulator vector each (leaves room for
 # the weight vector and the broadcast in 16 registers)
 MAX_PIXELS = 12
+# with 16 lanes (AVX-512: 32 vector registers) an item takes two channel blocks
+# at up to 8 pixels: 16 accumulators and 2 weight vectors, and each broadcast
+# input element feeds two FMAs, halving the loads per FMA. More pixels spill:
+# on resnet18, 12 pixels made the 56x56 convs 35% slower and 14 twice as slow.
+PAIRED_MAX_PIXELS = 8
 ZERO = const_i64(0)
 
 
@@ -75,6 +82,7 @@ class ConvGeometry:
     pad_low: tuple[int, int]
     pixels: int  # columns per full run
     runs: int  # runs per output row
+    per_item: int  # channel blocks per work item (1 or 2)
 
     @property
     def tail(self) -> int:
@@ -82,7 +90,7 @@ class ConvGeometry:
 
     @property
     def items(self) -> int:
-        return self.batch * self.blocks * self.oh * self.runs
+        return self.batch * (self.blocks // self.per_item) * self.oh * self.runs
 
     @staticmethod
     def of(epilogue: Epilogue) -> ConvGeometry:
@@ -91,18 +99,21 @@ class ConvGeometry:
         return ConvGeometry.of_conv(conv, epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes)
 
     @staticmethod
-    def of_conv(conv: Node, out_channels: int) -> ConvGeometry:
+    def of_conv(conv: Node, out_channels: int, per_item: int | None = None) -> ConvGeometry:
+        """`per_item` forces the blocks per item (a partner conv follows its main conv's items)."""
         x5, wp = conv.inputs
         n, c, h, w, _ = x5.type.shape
         blocks, cg, kh, kw, lanes = wp.type.shape
         _, _, oh, ow, _ = conv.out.type.shape
-        runs = max(1, -(-ow // MAX_PIXELS))
-        pixels = -(-ow // runs)
         attrs = conv.attrs
+        if per_item is None:
+            per_item = 2 if lanes >= 16 and (blocks // attrs["groups"]) % 2 == 0 else 1
+        runs = max(1, -(-ow // (PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS)))
+        pixels = -(-ow // runs)
         return ConvGeometry(
             n, c, h, w, blocks, cg, kh, kw, lanes, out_channels, oh, ow, attrs["groups"],
             tuple(attrs["strides"][:2]), tuple(attrs["dilation"][:2]), (attrs["padding"][0][0], attrs["padding"][1][0]),
-            pixels, runs,
+            pixels, runs, per_item,
         )
 
     def rows_always_inside(self) -> bool:
@@ -126,11 +137,14 @@ def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
             users.setdefault(id(v), []).append(node)
     params = {id(p) for p in kernel.params}
     main = epilogue.contraction
-    # other convs of the kernel that join the main one in a plain sum share its accumulators;
-    # any other contraction stays on the elemental path (computed where the epilogue reads it)
+    per_item = ConvGeometry.of(epilogue).per_item
+    # other convs of the kernel that join the main one in a plain sum share its accumulators
+    # (and its items: a pair of blocks must not straddle a group); any other contraction
+    # stays on the elemental path (computed where the epilogue reads it)
     partners = tuple(
         n for n in kernel.nodes
         if n is not main and n.op == "conv" and id(n.inputs[1]) in params
+        and (n.inputs[1].type.shape[0] // n.attrs["groups"]) % per_item == 0
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
     return Epilogue(main, epilogue.chain, partners) if partners else epilogue
@@ -141,7 +155,8 @@ def _emit_conv(ctx: KernelContext, epilogue: Epilogue) -> None:
     b = ctx.builder
     name = epilogue.contraction.out.name
     with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
-        n, ob, oh, run = delinearize(b, item, (g.batch, g.blocks, g.oh, g.runs), f"{name}.item")
+        n, pair, oh, run = delinearize(b, item, (g.batch, g.blocks // g.per_item, g.oh, g.runs), f"{name}.item")
+        ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
         ow0 = b.mul(run, const_i64(g.pixels), name=f"{name}.ow0", flags=["nuw", "nsw"])
         at = _Item(n, ob, oh, ow0)
 
@@ -179,24 +194,30 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     b, e = ctx.builder, ctx.elemental
     conv = epilogue.contraction
     vec = vector_of(g.lanes)
-    slots = [e.alloca(vec, f"{conv.out.name}.acc{p}") for p in range(pixels)]
-    for slot in slots:
-        b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
+    slots = [[e.alloca(vec, f"{conv.out.name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
+    for block_slots in slots:
+        for slot in block_slots:
+            b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
     _accumulate(ctx, conv, g, at, slots, checked)
     for partner in epilogue.partners:
-        partner_geometry = ConvGeometry.of_conv(partner, g.out_channels)
+        partner_geometry = ConvGeometry.of_conv(partner, g.out_channels, g.per_item)
         # the run's bounds check is the main conv's; the partner checks its columns unless never needed
         _accumulate(ctx, partner, partner_geometry, at, slots, not partner_geometry.columns_always_inside())
-    _conv_store(ctx, epilogue, g, at, slots)
+    for k, block_slots in enumerate(slots):
+        block = _Item(at.n, b.add(at.ob, const_i64(k), flags=["nuw", "nsw"]), at.oh, at.ow0)
+        _conv_store(ctx, epilogue, g, block, block_slots)
 
 
-def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[ir.Value], checked: bool) -> None:
-    """slots[p] += conv at output pixel ow0 + p of the item, for every tap and input channel."""
+def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
+                checked: bool) -> None:
+    """slots[k][p] += conv at channel block ob + k, output pixel ow0 + p of the item, over every tap
+    and input channel (the blocks of one item lie in one group, so they read the same inputs)."""
     b, e = ctx.builder, ctx.elemental
     x5, wp = conv.inputs
     name = conv.out.name
     weights = ctx.params[id(wp)]
-    pixels = len(slots)
+    pixels = len(slots[0])
+    block_stride = g.group_channels * g.kh * g.kw * g.lanes  # packed weight elements per channel block
     blocks_per_group = g.blocks // g.groups
     channel_base = b.mul(b.udiv(at.ob, const_i64(blocks_per_group)), const_i64(g.group_channels), name=f"{name}.cbase")
     columns = []  # (position, in-bounds or None) per (j, p)
@@ -221,17 +242,21 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
                 e.push_scope()
                 channel = b.add(channel_base, c, name=f"{name}.ch")
                 tap = b.mul(b.add(b.mul(b.add(b.mul(at.ob, const_i64(g.group_channels)), c), const_i64(g.kh)), i), const_i64(g.kw * g.lanes))
-                accs = [b.load(slot) for slot in slots]
+                accs = [[b.load(slot) for slot in block_slots] for block_slots in slots]
                 for j in range(g.kw):
-                    w = load_vector(b, weights, b.add(tap, const_i64(j * g.lanes)), g.lanes, f"{name}.wv{j}")
+                    ws = [load_vector(b, weights, b.add(tap, const_i64(k * block_stride + j * g.lanes)), g.lanes,
+                                      f"{name}.wv{k}_{j}") for k in range(len(slots))]
                     for p in range(pixels):
                         pos, ok = columns[j][p]
                         xv = e.value(x5, [at.n, channel, h, pos, ZERO])
                         if ok is not None:
                             xv = b.select(ok, xv, zero)
-                        accs[p] = fma(b, splat(b, xv, g.lanes, f"{name}.x"), w, accs[p], f"{name}.acc{p}")
-                for slot, acc in zip(slots, accs):
-                    b.store(acc, slot)
+                        x = splat(b, xv, g.lanes, f"{name}.x")
+                        for k, w in enumerate(ws):
+                            accs[k][p] = fma(b, x, w, accs[k][p], f"{name}.acc{k}_{p}")
+                for block_slots, block_accs in zip(slots, accs):
+                    for slot, acc in zip(block_slots, block_accs):
+                        b.store(acc, slot)
                 e.pop_scope()
 
         if row_ok is None:
