@@ -36,7 +36,8 @@ class Kernel:
     `nodes` are in topological order and end with `root.producer`; a node in
     `nodes` is computed inline wherever it is needed (elemental emission).
     `params` are the materialized values the fused nodes read, each with a Slice.
-    `reason` says why the fusion pass grouped these nodes (for --explain).
+    `reason` says why the fusion pass made `root` a kernel root, and
+    `fused_reasons` why it fused each other node (by value name), for --explain.
     """
 
     name: str
@@ -44,6 +45,7 @@ class Kernel:
     nodes: list[Node]
     params: list[Value]
     reason: str = ""
+    fused_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def ops(self) -> list[str]:

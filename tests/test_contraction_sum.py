@@ -3,7 +3,7 @@ import pytest
 
 from aot.ir.parser import parse_graph
 from aot.passes.contraction_sum import accumulation_join, additive_tail
-from aot.passes.fusion import fuse
+from aot.passes.fusion import explain, fuse
 from aot.passes.layout import Layout
 from passes_util import ir
 
@@ -53,6 +53,7 @@ def test_fusion_puts_both_convs_in_one_kernel():
     graph, _, _ = packed(block(SUM_RELU))
     (kernel,) = fuse(graph)
     assert sum(1 for n in kernel.nodes if n.op == "conv") == 2
+    assert "(conv): fused, conv accumulates into its consumer's conv" in explain([kernel])
 
 
 def test_no_join_when_an_activation_comes_before_the_sum():

@@ -35,6 +35,15 @@ def test_epilogue_fuses_bias_and_relu_into_dot():
     assert kernels_of(DENSE_RELU) == [("r", ["d", "bb", "a", "zb", "r"], ["x", "w", "b"])]
 
 
+def test_explain_gives_a_reason_for_every_fused_node():
+    (kernel,) = fuse(parse_graph(ir(DENSE_RELU)))
+    assert set(kernel.fused_reasons) == {"d", "bb", "a", "zb"}
+    lines = explain([kernel]).splitlines()
+    assert lines[0] == "k0_max: dot+broadcast+add+broadcast+max: root because graph output"
+    assert "    %d (dot): fused, each element read once by add" in lines
+    assert len(lines) == 5
+
+
 def test_scalar_constants_are_inlined_not_params():
     graph = parse_graph(ir(DENSE_RELU))
     (kernel,) = fuse(graph)

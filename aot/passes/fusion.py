@@ -158,6 +158,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     # groups[id(node)] = the kernels (by root position) that compute `node` inline
     groups: dict[int, list[int]] = {}
     reasons: dict[int, str] = {}
+    # why each fused (non-constant) node joined its consumers, by node id
+    fused_reasons: dict[int, str] = {}
     roots: list[Node] = []
     # ids of fused nodes whose elements some consumer reads more than once
     reread: set[int] = set()
@@ -190,6 +192,7 @@ def fuse(graph: Graph) -> list[Kernel]:
             for g in set(user_groups):
                 with_contraction.setdefault(g, []).append(node)
         if decision.fuse:
+            fused_reasons[id(node)] = decision.reason
             if feeds_reduce:
                 into_reduce.add(id(node))
             groups[id(node)] = sorted(set(user_groups))
@@ -224,10 +227,19 @@ def fuse(graph: Graph) -> list[Kernel]:
         root = roots[g]
         name = f"k{position}_{root.op}"
         fused = "+".join(n.op for n in nodes if n.op != "constant")
-        kernels.append(Kernel(name, root.out, nodes, params, f"{fused}: root because {reasons[g]}"))
+        why = {n.out.name: fused_reasons[id(n)] for n in nodes if id(n) in fused_reasons}
+        kernels.append(Kernel(name, root.out, nodes, params, f"{fused}: root because {reasons[g]}", why))
     return kernels
 
 
 def explain(kernels: list[Kernel]) -> str:
-    """One line per kernel: what it fuses and why its root is materialized."""
-    return "\n".join(f"{k.name}: {k.reason}" for k in kernels)
+    """Per kernel: what it fuses and why its root is materialized, then one
+    indented line per fused node saying why it joined the kernel."""
+    lines = []
+    for k in kernels:
+        lines.append(f"{k.name}: {k.reason}")
+        for node in k.nodes:
+            reason = k.fused_reasons.get(node.out.name)
+            if reason is not None:
+                lines.append(f"    %{node.out.name} ({node.op}): fused, {reason}")
+    return "\n".join(lines)

@@ -96,4 +96,4 @@ def schedule(kernels: list[Kernel], temporaries: set[str]) -> list[Kernel]:
 
 def _renamed(kernel: Kernel, position: int) -> Kernel:
     op = kernel.root.producer.op if kernel.root.producer is not None else "copy"
-    return Kernel(f"k{position}_{op}", kernel.root, kernel.nodes, kernel.params, kernel.reason)
+    return Kernel(f"k{position}_{op}", kernel.root, kernel.nodes, kernel.params, kernel.reason, kernel.fused_reasons)
