@@ -36,9 +36,10 @@ def _aligned(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes + 64]
 
 
-def compile_and_run(graph: Graph, feeds: dict[str, np.ndarray], pieces: int = 1) -> tuple[list[np.ndarray], ExecutionPlan]:
+def compile_and_run(graph: Graph, feeds: dict[str, np.ndarray], pieces: int = 1,
+                    target: CpuTarget = HOST) -> tuple[list[np.ndarray], ExecutionPlan]:
     plan = run_pipeline(graph)
-    code = emit_cpu(plan, HOST)
+    code = emit_cpu(plan, target)
     fd, path = tempfile.mkstemp(suffix=".so")
     with os.fdopen(fd, "wb") as f:
         f.write(code.shared_object)
@@ -233,6 +234,20 @@ def test_downsample_conv_accumulates_into_the_residual_conv(x_shape, o, stride, 
     # conv1 and conv2+downsample: the downsample conv has no kernel (or buffer) of its own
     assert emitters(plan) == [CONV_EMITTER, CONV_EMITTER]
     assert sum(1 for n in plan.kernels[1].nodes if n.op == "conv") == 2
+
+
+@pytest.mark.parametrize("cpu,per_item", [("haswell", 1), ("skylake-avx512", 2)])
+def test_conv_pairs_channel_blocks_only_with_avx512(cpu, per_item):
+    target = CpuTarget.from_name(cpu)
+    make = residual_block((1, 8, 14, 14), 32, 2)
+    plan = run_pipeline(make())
+    assert [CONV_EMITTER.work_items(k, target) for k in plan.kernels] == [14 // per_item] * 2  # 2 blocks x 7 rows, one run
+    if HOST.arch != "x86_64" or not (HOST.avx512 or cpu == "haswell"):
+        pytest.skip(f"this host cannot run {cpu} code")
+    feeds = feeds_for(make)
+    expected = interpret(make(), feeds)
+    got, _ = compile_and_run(make(), feeds, pieces=2, target=target)
+    np.testing.assert_allclose(got[0], expected[0], **TOL)
 
 
 def test_downsample_conv_with_relu_before_the_join_keeps_its_kernel():

@@ -6,7 +6,7 @@ output channels lives in the vector lanes (in reverse lane order), then the
 unpack chain transpose -> reshape [N, OB*L, OH, OW] (-> slice [N, O, OH, OW]).
 
 Work item: (n, channel block ob, output row oh, a run of up to MAX_PIXELS
-output columns); with 16 lanes, two channel blocks ob, ob+1 of one group
+output columns); on AVX-512, two channel blocks ob, ob+1 of one group
 (see PAIRED_MAX_PIXELS). Per item, one accumulator vector per output pixel
 (and block):
 
@@ -34,6 +34,7 @@ from aot.codegen.cpu.gemm import (
 from aot.codegen.cpu.kernel import KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
+from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node, Value
 from aot.passes.contraction_sum import accumulation_join
 from aot.passes.layout import is_packed_conv
@@ -42,7 +43,7 @@ from aot.plan import Kernel
 # output pixels per work item: one accumulator vector each (leaves room for
 # the weight vector and the broadcast in 16 registers)
 MAX_PIXELS = 12
-# with 16 lanes (AVX-512: 32 vector registers) an item takes two channel blocks
+# on AVX-512 (32 registers of 16 floats) an item takes two channel blocks
 # at up to 8 pixels: 16 accumulators and 2 weight vectors, and each broadcast
 # input element feeds two FMAs, halving the loads per FMA. More pixels spill:
 # on resnet18, 12 pixels made the 56x56 convs 35% slower and 14 twice as slow.
@@ -93,21 +94,20 @@ class ConvGeometry:
         return self.batch * (self.blocks // self.per_item) * self.oh * self.runs
 
     @staticmethod
-    def of(epilogue: Epilogue) -> ConvGeometry:
+    def of(match: ConvMatch) -> ConvGeometry:
+        epilogue = match.epilogue
         conv = epilogue.contraction
         blocks, lanes = conv.out.type.shape[1], conv.out.type.shape[-1]
-        return ConvGeometry.of_conv(conv, epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes)
+        out_channels = epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes
+        return ConvGeometry.of_conv(conv, out_channels, match.per_item)
 
     @staticmethod
-    def of_conv(conv: Node, out_channels: int, per_item: int | None = None) -> ConvGeometry:
-        """`per_item` forces the blocks per item (a partner conv follows its main conv's items)."""
+    def of_conv(conv: Node, out_channels: int, per_item: int) -> ConvGeometry:
         x5, wp = conv.inputs
         n, c, h, w, _ = x5.type.shape
         blocks, cg, kh, kw, lanes = wp.type.shape
         _, _, oh, ow, _ = conv.out.type.shape
         attrs = conv.attrs
-        if per_item is None:
-            per_item = 2 if lanes >= 16 and (blocks // attrs["groups"]) % 2 == 0 else 1
         runs = max(1, -(-ow // (PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS)))
         pixels = -(-ow // runs)
         return ConvGeometry(
@@ -127,7 +127,19 @@ class ConvGeometry:
         return low >= 0 and high < self.width
 
 
-def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
+@dataclass(frozen=True)
+class ConvMatch:
+    epilogue: Epilogue
+    per_item: int  # channel blocks per work item
+
+
+def _blocks_per_item(conv: Node, target: CpuTarget) -> int:
+    """2 where 16-lane vectors have 32 registers and each group has an even number of blocks."""
+    blocks, lanes = conv.out.type.shape[1], conv.out.type.shape[-1]
+    return 2 if target.avx512 and lanes == 16 and (blocks // conv.attrs["groups"]) % 2 == 0 else 1
+
+
+def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
     epilogue = packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
     if epilogue is None:
         return None
@@ -137,7 +149,7 @@ def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
             users.setdefault(id(v), []).append(node)
     params = {id(p) for p in kernel.params}
     main = epilogue.contraction
-    per_item = ConvGeometry.of(epilogue).per_item
+    per_item = _blocks_per_item(main, target)
     # other convs of the kernel that join the main one in a plain sum share its accumulators
     # (and its items: a pair of blocks must not straddle a group); any other contraction
     # stays on the elemental path (computed where the epilogue reads it)
@@ -147,11 +159,12 @@ def _conv_epilogue(kernel: Kernel) -> Epilogue | None:
         and (n.inputs[1].type.shape[0] // n.attrs["groups"]) % per_item == 0
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    return Epilogue(main, epilogue.chain, partners) if partners else epilogue
+    return ConvMatch(Epilogue(main, epilogue.chain, partners) if partners else epilogue, per_item)
 
 
-def _emit_conv(ctx: KernelContext, epilogue: Epilogue) -> None:
-    g = ConvGeometry.of(epilogue)
+def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
+    g = ConvGeometry.of(match)
+    epilogue = match.epilogue
     b = ctx.builder
     name = epilogue.contraction.out.name
     with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
@@ -303,5 +316,5 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
         store_epilogue(ctx, epilogue, elements)
 
 
-CONV_EMITTER = matched_body(_conv_epilogue, lambda epilogue: ConvGeometry.of(epilogue).items, _emit_conv)
+CONV_EMITTER = matched_body(_conv_match, lambda match: ConvGeometry.of(match).items, _emit_conv)
 register(CONV_EMITTER)

@@ -245,5 +245,5 @@ def _store_epilogue(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, slots:
         e.pop_scope()
 
 
-POINTWISE_EMITTER = BodyEmitter(_applies, _items, _emit)
+POINTWISE_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
 register(POINTWISE_EMITTER)

@@ -331,5 +331,5 @@ def _emit(ctx: KernelContext) -> None:
         for_blocks(ctx, w, oh, block)
 
 
-DEPTHWISE_EMITTER = BodyEmitter(_applies, _items, _emit)
+DEPTHWISE_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
 register(DEPTHWISE_EMITTER)

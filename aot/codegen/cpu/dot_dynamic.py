@@ -439,6 +439,6 @@ def _store_tile_epilogue(ctx: KernelContext, plan: DynamicDot, at: _Item, slots:
         branch(b, last, lambda: lanes(partial), lambda: lanes(LANES))
 
 
-DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, _items, _emit)
+DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
 
 register(DYNAMIC_DOT_EMITTER)

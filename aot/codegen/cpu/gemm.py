@@ -30,6 +30,7 @@ from llvmlite import ir
 from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
 from aot.ops import DATA_MOVEMENT, ELEMENTWISE
@@ -247,7 +248,7 @@ def packed_epilogue(kernel: Kernel, is_packed: Callable[[Node], bool], links: Se
     return epilogue
 
 
-def _dot_epilogue(kernel: Kernel) -> Epilogue | None:
+def _dot_epilogue(kernel: Kernel, target: CpuTarget) -> Epilogue | None:
     return packed_epilogue(kernel, is_packed_dot, DOT_LINKS)
 
 

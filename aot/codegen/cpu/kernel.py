@@ -74,25 +74,26 @@ class BodyEmitter:
     """
 
     applies: Callable[[Kernel, CpuTarget], bool]
-    work_items: Callable[[Kernel], int]
+    work_items: Callable[[Kernel, CpuTarget], int]
     emit: Callable[[KernelContext], None]
 
 
-def matched_body(match: Callable[[Kernel], Any], items: Callable[[Any], int],
+def matched_body(match: Callable[[Kernel, CpuTarget], Any], items: Callable[[Any], int],
                  emit: Callable[[KernelContext, Any], None]) -> BodyEmitter:
-    """A BodyEmitter from one matcher: it applies where `match(kernel)` is not None,
-    and the match is handed to `items` and `emit`."""
+    """A BodyEmitter from one matcher: it applies where `match(kernel, target)` is
+    not None, and the match is handed to `items` and `emit`."""
 
     def applies(kernel: Kernel, target: CpuTarget) -> bool:
-        return match(kernel) is not None
+        return match(kernel, target) is not None
 
-    def matched(kernel: Kernel) -> Any:
-        found = match(kernel)
+    def matched(kernel: Kernel, target: CpuTarget) -> Any:
+        found = match(kernel, target)
         if found is None:
             raise CodegenError(f"kernel {kernel.name}: body emitter used where it does not apply")
         return found
 
-    return BodyEmitter(applies, lambda kernel: items(matched(kernel)), lambda ctx: emit(ctx, matched(ctx.kernel)))
+    return BodyEmitter(applies, lambda kernel, target: items(matched(kernel, target)),
+                       lambda ctx: emit(ctx, matched(ctx.kernel, ctx.target)))
 
 
 # root op -> body emitters tried in order; modules register into it on import
@@ -109,7 +110,7 @@ def body_emitter(kernel: Kernel, target: CpuTarget) -> BodyEmitter | None:
 
 def kernel_work_items(kernel: Kernel, target: CpuTarget) -> int:
     custom = body_emitter(kernel, target)
-    return custom.work_items(kernel) if custom else work_items(kernel.root)
+    return custom.work_items(kernel, target) if custom else work_items(kernel.root)
 
 
 def _base_pointer(builder: ir.IRBuilder, fn: ir.Function, where: Slice, value: Value) -> ir.Value:

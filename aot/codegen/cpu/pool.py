@@ -142,7 +142,7 @@ def _row_offset(b: ir.IRBuilder, w: Window, i: int | ir.Value) -> ir.Value:
     return b.sub(b.mul(i, const_i64(w.dilation[0])), const_i64(w.pad_low[0]))
 
 
-POOL_EMITTER = BodyEmitter(_applies, _items, _emit)
+POOL_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
 
 # the root is the reduce_window itself or the last elementwise op of its epilogue
 for _op in sorted(ELEMENTWISE | {"reduce_window"}):

@@ -97,4 +97,4 @@ def _apply_window(ctx: KernelContext, dims: ScatterDims, starts: list[ir.Value],
         e.pop_scope()
 
 
-BODY_EMITTERS.setdefault("scatter", []).append(BodyEmitter(_applies, _work_items, _emit))
+BODY_EMITTERS.setdefault("scatter", []).append(BodyEmitter(_applies, lambda kernel, target: _work_items(kernel), _emit))

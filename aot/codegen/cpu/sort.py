@@ -158,5 +158,6 @@ def _min(b: ir.IRBuilder, value: ir.Value, limit: int) -> ir.Value:
     return b.select(b.icmp_signed("<", value, const_i64(limit)), value, const_i64(limit))
 
 
-BODY_EMITTERS.setdefault("sort", []).append(BodyEmitter(_applies, _work_items, _emit))
-BODY_EMITTERS.setdefault("argsort", []).append(BodyEmitter(_applies, _work_items, _emit))
+SORT_EMITTER = BodyEmitter(_applies, lambda kernel, target: _work_items(kernel), _emit)
+BODY_EMITTERS.setdefault("sort", []).append(SORT_EMITTER)
+BODY_EMITTERS.setdefault("argsort", []).append(SORT_EMITTER)

@@ -25,6 +25,11 @@ _X86_MODERN = frozenset({
     "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "pantherlake", "gracemont", "diamondrapids",
     "znver1", "znver2", "znver3", "znver4", "znver5", "ivybridge",
 })
+_X86_AVX512 = frozenset({
+    "x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server",
+    "rocketlake", "tigerlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+    "diamondrapids", "znver4", "znver5",
+})
 _X86_SSE41_ONLY = frozenset({"x86-64-v2", "nehalem", "westmere", "sandybridge", "silvermont", "goldmont", "tremont", "btver2", "bdver1", "bdver2", "bdver3", "bdver4"})
 _AARCH64_NAMES = ("neoverse", "cortex-a", "apple-", "ampere", "a64fx", "thunderx", "generic-arm", "aarch64", "oryon", "grace")
 
@@ -93,6 +98,16 @@ class CpuTarget:
         if explicit is not None:
             return explicit
         return self.cpu in _X86_MODERN
+
+    @property
+    def avx512(self) -> bool:
+        """32 vector registers of 16 floats (AVX-512F): room for the wider conv register tiles."""
+        if self.arch != "x86_64":
+            return False
+        explicit = self._feature("avx512f")
+        if explicit is not None:
+            return explicit
+        return self.cpu in _X86_AVX512
 
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
