@@ -8,8 +8,11 @@ fused reduction (softmax, layer norm), arena bytes, the arena's lower bound
 temporaries (what the arena would be without reuse). A MODEL is a name
 looked up as DIR/NAME.onnx (default DIR: models/out) or a path to an .onnx
 file. `--generate` first writes missing benchmark models with
-models/make_benchmarks.py (needs torch); `--light` adds the ONNX package's
-light model zoo (resnet50, densenet121, ...). Runs import and the pipeline
+models/make_benchmarks.py (needs torch), whose exports keep BatchNormalization
+nodes for our fold pass (for torch's own folded graph, write one with
+`make_benchmarks.py DIR resnet18 --exporter-folds-batch-norm` and pass its
+path); `--light` adds the ONNX package's light model zoo (resnet50,
+densenet121, ...). Runs import and the pipeline
 only (no code generation), so it takes seconds.
 """
 from __future__ import annotations
