@@ -13,7 +13,7 @@ import numpy as np
 
 from aot.errors import ModelError, UnsupportedError
 from aot.ir.graph import Graph
-from aot.pipeline import PipelineOptions, run_pipeline
+from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 
 FORMAT_VERSION = 1
@@ -169,8 +169,9 @@ def compile_model(
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
     dump_dir = Path(dump_ir) if dump_ir is not None else None
-    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log))
     cpu_target = CpuTarget.from_name(cpu)
+    # weights are packed for the target's vector width (the microkernels hold one register per vector)
+    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=default_passes(cpu_target.vector_lanes)))
     start = time.perf_counter()
     code = emit_cpu(plan, cpu_target)
     if log:

@@ -29,8 +29,9 @@ from aot.plan import ExecutionPlan
 MAX_ROUNDS = 8
 
 
-def default_passes() -> list[Pass]:
-    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies(), Layout()]
+def default_passes(lanes: int = 16) -> list[Pass]:
+    """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes)."""
+    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies(), Layout(lanes)]
 
 
 @dataclass

@@ -539,6 +539,14 @@ def test_unsupported_raises_codegen_error():
         emit_cpu(simple_plan(g), HOST)
 
 
+@pytest.mark.parametrize("cpu,lanes", [
+    ("skylake-avx512", 16), ("znver4", 16), ("haswell", 8), ("x86-64-v3", 8), ("znver3", 8), ("x86-64-v2", 16),
+])
+def test_vector_lanes_follow_the_register_width(cpu, lanes):
+    assert CpuTarget.from_name(cpu).vector_lanes == lanes
+    assert CpuTarget.from_name(cpu).avx512 == (lanes == 16 and cpu != "x86-64-v2")
+
+
 def test_target_names():
     assert CpuTarget.from_name("znver4").cpu == "znver4"
     assert CpuTarget.from_name("x86-64-v3").native_f16

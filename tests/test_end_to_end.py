@@ -59,6 +59,24 @@ def test_matches_onnxruntime_and_interpreter(compiled, name):
         assert_close(g, o.astype(g.dtype))
 
 
+@pytest.mark.parametrize("name", ["mlp", "lenet_bn"])
+def test_avx2_build_packs_eight_lanes_and_matches_onnxruntime(compiled, name, tmp_path):
+    from aot.codegen.cpu import CpuTarget
+    from aot.driver import compile_model
+
+    paths, _ = compiled
+    result = compile_model(paths[name], tmp_path / f"{name}.aot", cpu="haswell")
+    packed = [n for n in result.plan.graph.nodes if n.op in ("dot", "conv") and n.inputs[1].type.rank in (3, 5)]
+    assert packed and all(n.inputs[1].type.shape[-1] == 8 for n in packed)
+    host = CpuTarget.host()
+    if host.arch != "x86_64" or not (host.avx512 or host.vector_lanes == 8):  # AVX-512 hosts run AVX2 code
+        pytest.skip("this host cannot run AVX2 code")
+    x = np.load(paths[name].with_suffix(".input.npy"))
+    got = aot.Session(tmp_path / f"{name}.aot").run(None, {"x": x})
+    for g, w in zip(got, reference_outputs(paths[name], {"x": x})):
+        assert_close(g, w)
+
+
 def test_threads_give_the_same_result(compiled):
     paths, artifacts = compiled
     x = np.load(paths["lenet"].with_suffix(".input.npy"))

@@ -109,6 +109,19 @@ class CpuTarget:
             return explicit
         return self.cpu in _X86_AVX512
 
+    @property
+    def vector_lanes(self) -> int:
+        """f32 lanes of the packed dot/conv layouts (the layout pass's `lanes`): one
+        register per vector on AVX-512 (16) and AVX2 (8). Other targets keep 16, a
+        vector of several registers (not tuned: NEON would want 4)."""
+        if self.avx512:
+            return 16
+        if self.arch == "x86_64":
+            explicit = self._feature("avx2")
+            if explicit if explicit is not None else self.cpu in _X86_MODERN - {"ivybridge"}:
+                return 8
+        return 16
+
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
