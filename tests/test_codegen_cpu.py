@@ -552,3 +552,24 @@ def test_target_names():
     assert CpuTarget.from_name("x86-64-v3").native_f16
     assert CpuTarget.from_name("native") == CpuTarget.host()
     assert CpuTarget.host().arch in ("x86_64", "aarch64")
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "sum"])
+@pytest.mark.parametrize("width", [64, 37])
+def test_masked_reduction_with_independent_accumulators(kind, width):
+    """reduce(select(mask, x, fill)) over the innermost dim takes ElementalEmitter.accumulate_unrolled
+    (8 accumulators, and a tail when the width is not a multiple): NaN, all-masked and tail rows."""
+    rows = 6
+    g, b, (x, mask) = graph_with_inputs(("x", DType.F32, (rows, width)), ("mask", DType.BOOL, (rows, width)))
+    fill = {"max": -np.inf, "min": np.inf, "sum": 0.0}[kind]
+    filled = b.op("broadcast", [b.constant(np.float32(fill))], dims=(), shape=(rows, width))
+    chosen = b.op("select", [mask, x, filled])
+    g.add_output(b.op("reduce", [chosen], axes=(1,), kind=kind), "y")
+    rng = np.random.default_rng(3)
+    x_val = rng.standard_normal((rows, width)).astype(np.float32)
+    mask_val = rng.random((rows, width)) < 0.7
+    mask_val[1] = False  # every element masked: the identity
+    x_val[2, 5] = np.nan  # NaN propagates through max/min/sum
+    x_val[3, width - 1] = 40.0  # the extreme sits in the tail when width % 8 != 0
+    mask_val[3, width - 1] = True
+    check(g, {"x": x_val, "mask": mask_val}, tol=dict(rtol=1e-5, atol=1e-5))

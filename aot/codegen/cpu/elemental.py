@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from aot.codegen.cpu import math as m
-from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, linearize
+from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
@@ -39,6 +39,8 @@ I16 = ir.IntType(16)
 HALF = ir.HalfType()
 # fast-math flags for accumulations: reassociation lets LLVM vectorize them; no nnan/ninf
 ACCUMULATE = ("reassoc", "contract")
+# independent accumulators of a float max/min reduction (ElementalEmitter.accumulate_unrolled)
+REDUCE_UNROLL = 8
 
 _REGISTER = {
     DType.F16: m.F32, DType.BF16: m.F32, DType.F32: m.F32, DType.F64: m.F64,
@@ -415,6 +417,37 @@ class ElementalEmitter:
             result = cond if result is None else self.b.and_(result, cond)
         return result
 
+    def accumulate_unrolled(self, node: Node, extent: int, unroll: int, init: ir.Value,
+                            step: Callable[[ir.Value, ir.Value], ir.Value],
+                            merge: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+        """accumulate_loop over one axis with `unroll` independent accumulators (acc[k % unroll]),
+        merged at the end. Each trip computes `unroll` consecutive elements as isomorphic
+        chains that LLVM's SLP vectorizer turns into vector code, even where the loop
+        vectorizer refuses (a max over select(mask, x, -inf) folds into a select on the
+        accumulator, which it cannot vectorize). Only for kinds whose order does not
+        matter: float max/min are associative, and the float sum is already `reassoc`."""
+        name = node.out.name
+        slots = [self.alloca(init.type, f"{name}.acc{u}") for u in range(unroll)]
+        for slot in slots:
+            self.b.store(init, slot)
+        blocks = extent // unroll
+        with for_range(self.b, 0, blocks, f"{name}.kb") as block:
+            self.push_scope()
+            base = self.b.mul(block, const_i64(unroll), flags=["nuw", "nsw"])
+            for u, slot in enumerate(slots):
+                k = self.b.add(base, const_i64(u), name=f"{name}.k{u}", flags=["nuw", "nsw"])
+                self.b.store(step(k, self.b.load(slot)), slot)
+            self.pop_scope()
+        if extent % unroll:
+            self.push_scope()
+            with for_range(self.b, blocks * unroll, extent, f"{name}.kt") as k:
+                self.b.store(step(k, self.b.load(slots[0])), slots[0])
+            self.pop_scope()
+        acc = self.b.load(slots[0])
+        for slot in slots[1:]:
+            acc = merge(acc, self.b.load(slot))
+        return acc
+
     def accumulate_loop(self, node: Node, extents: Sequence[int], init: ir.Value,
                         step: Callable[[list[ir.Value], ir.Value], ir.Value]) -> ir.Value:
         """acc = init; for idx in nest(extents): acc = step(idx, acc); returns acc."""
@@ -774,6 +807,14 @@ def _reduce(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
 
     init = e.immediate(dtype, reduce_identity(kind, dtype))
     extents = [x.type.shape[a] for a in axes]
+    # the loop vectorizer handles plain reductions best; a select feeding the reduction
+    # (a masked max: select(mask, x, -inf)) folds into a select on the accumulator,
+    # which it cannot vectorize, so those get independent accumulators instead
+    selected = x.producer is not None and x.producer.op == "select"
+    if selected and dtype.is_float and kind in ("sum", "max", "min") and len(axes) == 1 and extents[0] >= 2 * REDUCE_UNROLL:
+        acc = e.accumulate_unrolled(node, extents[0], REDUCE_UNROLL, init, lambda k, a: step([k], a),
+                                    lambda a, c: e.combine(kind, a, c, dtype))
+        return e.round_to(acc, dtype)
     return e.round_to(e.accumulate_loop(node, extents, init, step), dtype)
 
 

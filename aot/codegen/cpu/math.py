@@ -234,8 +234,12 @@ def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
         hi, lo, degree = 710.0, -746.0, 13
         ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
     # Clamp: beyond these the result is inf / 0 anyway; keeps 2^n in range. NaN passes through.
+    # Inputs below `lo` (softmax's masked -inf among them) compute exp(0) and select an exact 0
+    # at the end: computing the underflow itself would go through subnormals, which cost a
+    # microcode assist per element on x86.
+    underflow = b.fcmp_ordered("<", x, fmt.c(lo))
     xc = b.select(b.fcmp_ordered(">", x, fmt.c(hi)), fmt.c(hi), x)
-    xc = b.select(b.fcmp_ordered("<", xc, fmt.c(lo)), fmt.c(lo), xc)
+    xc = b.select(underflow, fmt.c(0.0), xc)
     k = _round_magic(b, b.fmul(xc, fmt.c(1.0 / math.log(2.0))), fmt)
     r = b.fsub(b.fsub(xc, b.fmul(k, fmt.c(ln2_hi))), b.fmul(k, fmt.c(ln2_lo)))
     p = _horner(b, r, _exp_coeffs(degree), fmt)
@@ -245,6 +249,7 @@ def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
     n2 = b.sub(n, n1)
     # two steps so 2^n1 and 2^n2 are normal even when the result is subnormal or inf
     result = b.fmul(b.fmul(p, _pow2(b, n1, fmt)), _pow2(b, n2, fmt))
+    result = b.select(underflow, fmt.c(0.0), result)
     return b.select(_is_nan(b, x), x, result)
 
 
