@@ -112,3 +112,20 @@ def test_declines_a_run_time_weight():
         return g
     plan = check(make, feeds_for(make))
     assert POINTWISE_EMITTER not in emitters(plan)
+
+
+@pytest.mark.parametrize("cpu,vectors", [("haswell", 1), ("skylake-avx512", 4)])
+def test_pointwise_tile_follows_the_target_registers(cpu, vectors):
+    from aot.codegen.cpu import CpuTarget
+    from aot.pipeline import run_pipeline
+
+    target = CpuTarget.from_name(cpu)
+    make = pointwise((1, 8, 16, 16), 12)  # 256 pixels: 16 vectors of 16, 2 rows of 6 channels
+    plan = run_pipeline(make())
+    assert [POINTWISE_EMITTER.work_items(k, target) for k in plan.kernels] == [16 // vectors * 2]
+    host = CpuTarget.host()
+    if host.arch != "x86_64" or not (host.avx512 or cpu == "haswell"):
+        pytest.skip(f"this host cannot run {cpu} code")
+    feeds = feeds_for(make)
+    got, _ = compile_and_run(make(), feeds, pieces=2, target=target)
+    np.testing.assert_allclose(got[0], interpret(make(), feeds)[0], **TOL)
