@@ -4,8 +4,10 @@
     python benchmarks/bench_samples.py --suite benchmark [--runs 50]   # torch-made benchmark models
 
 
-Both engines run in this one process, interleaved run by run, so machine noise
-hits both alike. Prints medians and the ratio onnxruntime / aot (above 1 means
+Both engines run in this one process, with their default thread-pool settings,
+alternating in blocks of BLOCK timed runs, so machine noise hits both alike;
+a pause before each block keeps either from being timed while the other's
+spinning workers hold the cores. Prints medians and the ratio onnxruntime / aot (above 1 means
 aot is faster), and artifact bytes against the ONNX file and weight bytes.
 """
 from __future__ import annotations
@@ -28,6 +30,13 @@ import aot  # noqa: E402
 from aot.inspect import describe  # noqa: E402
 
 
+# timed runs per engine before the other engine's turn; untimed running before
+# them; the pause before each block (see bench)
+BLOCK = 10
+WAKE_S = 0.03
+SETTLE_S = 0.5
+
+
 def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dict[str, float]:
     import onnxruntime as ort
 
@@ -38,23 +47,28 @@ def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dic
     x = np.load(model.with_suffix(".input.npy"))
     ours = aot.Session(artifact, threads=threads)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    # onnxruntime's workers spin after each run; interleaved with aot they would
-    # steal the cores aot's own pool needs, so both engines run without spinning
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = threads  # its defaults otherwise (workers spin, as aot's do)
     peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     feeds = {"x": x}
     for _ in range(10):  # warm up both
         ours.run(None, feeds)
         peer.run(None, feeds)
     t_ours, t_peer = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        ours.run(None, feeds)
-        t_ours.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        peer.run(None, feeds)
-        t_peer.append(time.perf_counter() - start)
+    # Both pools spin after a run (onnxruntime's for about 100 ms), and a spinning
+    # worker takes a core from the other engine. So the engines alternate in
+    # blocks, with a pause that lets the other's workers park before each block
+    # and untimed runs that wake its own (a woken worker may first share its
+    # waker's core until the scheduler moves it).
+    for _ in range(-(-runs // BLOCK)):
+        for engine, times in ((ours, t_ours), (peer, t_peer)):
+            time.sleep(SETTLE_S)
+            awake = time.perf_counter() + WAKE_S
+            while time.perf_counter() < awake:  # untimed: the scheduler settles the woken threads
+                engine.run(None, feeds)
+            for _ in range(BLOCK):
+                start = time.perf_counter()
+                engine.run(None, feeds)
+                times.append(time.perf_counter() - start)
     info = describe(artifact)
     diff = float(np.max(np.abs(ours.run(None, feeds)[0] - peer.run(None, feeds)[0])))
     return {
