@@ -53,7 +53,8 @@ def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dic
     for _ in range(10):  # warm up both
         ours.run(None, feeds)
         peer.run(None, feeds)
-    t_ours, t_peer = [], []
+    t_ours: list[float] = []
+    t_peer: list[float] = []
     # Both pools spin after a run (onnxruntime's for about 100 ms), and a spinning
     # worker takes a core from the other engine. So the engines alternate in
     # blocks, with a pause that lets the other's workers park before each block
