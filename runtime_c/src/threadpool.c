@@ -48,23 +48,18 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Wait while the watched counter (exactly one of value32, value64) equals `seen`:
- * spin, then poll with sched_yield, for at most `budget_ns` (< 0: no limit).
- * Returns whether it changed. */
-static int wait_while_equal(_Atomic uint32_t* value32, _Atomic uint64_t* value64, uint64_t seen,
-                            int64_t budget_ns) {
+/* Wait while *value equals `seen`: spin, then poll with sched_yield, for at
+ * most `budget_ns` (< 0: no limit). */
+static void wait_while_equal(_Atomic uint32_t* value, uint32_t seen, int64_t budget_ns) {
   int64_t start = now_ns();
   int yielding = 0;
-  for (uint32_t polls = 1;; polls++) {
-    uint64_t now = value32 ? atomic_load_explicit(value32, memory_order_acquire)
-                           : atomic_load_explicit(value64, memory_order_acquire);
-    if (now != seen) return 1;
+  for (uint32_t polls = 1; atomic_load_explicit(value, memory_order_acquire) == seen; polls++) {
     if (yielding) {
       sched_yield();
-      if (budget_ns >= 0 && now_ns() - start > budget_ns) return 0;
+      if (budget_ns >= 0 && now_ns() - start > budget_ns) return;
     } else if (polls % SPINS_PER_CLOCK_READ == 0) {
       int64_t waited = now_ns() - start;
-      if (budget_ns >= 0 && waited > budget_ns) return 0;
+      if (budget_ns >= 0 && waited > budget_ns) return;
       yielding = waited > PURE_SPIN_NS;
     } else {
       cpu_relax();
@@ -78,7 +73,9 @@ struct aot__pool {
   pthread_t* threads;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  _Atomic uint64_t generation; /* bumped per run, under mu (workers may peek without it) */
+  /* bumped per run, under mu (workers may peek without it); a worker compares it
+   * with the last run it took, so wrapping around is harmless */
+  _Atomic uint32_t generation;
   int stop;                    /* under mu */
   const aot__job_t* job;       /* under mu */
   /* barrier of workers + 1 threads: the last to arrive resets `arrived` and
@@ -98,7 +95,7 @@ static void barrier_wait(aot__pool_t* pool) {
     atomic_store_explicit(&pool->phase, phase + 1, memory_order_release);
     return;
   }
-  wait_while_equal(&pool->phase, NULL, phase, -1);
+  wait_while_equal(&pool->phase, phase, -1);
 }
 
 static void run_kernels(aot__pool_t* pool, const aot__job_t* job) {
@@ -129,10 +126,10 @@ static void run_kernels(aot__pool_t* pool, const aot__job_t* job) {
 
 static void* worker_main(void* arg) {
   aot__pool_t* pool = (aot__pool_t*)arg;
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   while (1) {
     /* a next run that comes soon is taken without sleeping */
-    wait_while_equal(NULL, &pool->generation, seen, IDLE_SPIN_NS);
+    wait_while_equal(&pool->generation, seen, IDLE_SPIN_NS);
     pthread_mutex_lock(&pool->mu);
     while (!pool->stop && atomic_load_explicit(&pool->generation, memory_order_relaxed) == seen)
       pthread_cond_wait(&pool->cv, &pool->mu);
