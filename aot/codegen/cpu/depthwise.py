@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, register, splat, store_epilogue, store_vector, vector_of
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
@@ -331,5 +331,5 @@ def _emit(ctx: KernelContext) -> None:
         for_blocks(ctx, w, oh, block)
 
 
-DEPTHWISE_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
+DEPTHWISE_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
 register(DEPTHWISE_EMITTER)

@@ -35,7 +35,7 @@ from aot.codegen.cpu.gemm import (
     ACC_VECTORS, MAX_ROWS, Epilogue, branch, fma, is_packed_dot, load_vector, register, splat, store_epilogue,
     store_vector, vector_of,
 )
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
@@ -439,6 +439,6 @@ def _store_tile_epilogue(ctx: KernelContext, plan: DynamicDot, at: _Item, slots:
         branch(b, last, lambda: lanes(partial), lambda: lanes(LANES))
 
 
-DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
+DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
 
 register(DYNAMIC_DOT_EMITTER)

@@ -78,6 +78,11 @@ class BodyEmitter:
     emit: Callable[[KernelContext], None]
 
 
+def any_target(items: Callable[[Kernel], int]) -> Callable[[Kernel, CpuTarget], int]:
+    """BodyEmitter.work_items for a body whose item count does not depend on the target."""
+    return lambda kernel, target: items(kernel)
+
+
 def matched_body(match: Callable[[Kernel, CpuTarget], Any], items: Callable[[Any], int],
                  emit: Callable[[KernelContext, Any], None]) -> BodyEmitter:
     """A BodyEmitter from one matcher: it applies where `match(kernel, target)` is

@@ -26,7 +26,7 @@ from aot.codegen.cpu.depthwise import (
     LANES, MAX_TAPS, Window, elementwise_epilogue, for_blocks, load_columns, store_block,
 )
 from aot.codegen.cpu.elemental import ACCUMULATE
-from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext
+from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.gemm import vector_of
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import intrinsic
@@ -142,7 +142,7 @@ def _row_offset(b: ir.IRBuilder, w: Window, i: int | ir.Value) -> ir.Value:
     return b.sub(b.mul(i, const_i64(w.dilation[0])), const_i64(w.pad_low[0]))
 
 
-POOL_EMITTER = BodyEmitter(_applies, lambda kernel, target: _items(kernel), _emit)
+POOL_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
 
 # the root is the reduce_window itself or the last elementwise op of its epilogue
 for _op in sorted(ELEMENTWISE | {"reduce_window"}):
