@@ -117,6 +117,7 @@ class _Analysis:
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
             alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool, holds_contraction: bool,
             sums_with_contraction: bool) -> Decision:
+    """`sums_with_contraction`: a conv that meets every contraction of its consumer's kernel in a plain sum."""
     if is_output:
         return Decision.no("graph output")
     if node.op in NON_ELEMENTAL:
@@ -137,7 +138,7 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
     if node.op in ("dot", "conv") and feeds_reduce:
         # a reduce is no epilogue: the fast (packed) dot/conv bodies only take elementwise ones
         return Decision.no(f"{node.op} keeps its own kernel body: a reduce is not an epilogue")
-    if node.op == "conv" and holds_contraction and sums_with_contraction:
+    if sums_with_contraction:
         return Decision.yes("conv accumulates into its consumer's conv: their results meet in a plain sum")
     if node.op in ("dot", "conv") and holds_contraction:
         # a kernel body accelerates one contraction; a second would run on the slow elemental path
@@ -185,7 +186,8 @@ def fuse(graph: Graph) -> list[Kernel]:
         feeds_reduce = any(u.op == "reduce" or id(u) in into_reduce for u in node_users)
         held = [c for g in sorted(set(user_groups)) for c in with_contraction.get(g, [])]
         # a second conv may share the kernel's accumulators when it joins every one there in a plain sum
-        sums = bool(held) and all(accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
+        sums = node.op == "conv" and bool(held) and all(
+            accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts,
                            feeds_reduce, bool(held), sums)
         if decision.fuse and node.op in ("dot", "conv"):

@@ -133,10 +133,14 @@ class ConvMatch:
     per_item: int  # channel blocks per work item
 
 
+def _groups_split_into(conv: Node, per_item: int) -> bool:
+    """Each group's channel blocks split into whole items of `per_item` blocks."""
+    return (conv.out.type.shape[1] // conv.attrs["groups"]) % per_item == 0
+
+
 def _blocks_per_item(conv: Node, target: CpuTarget) -> int:
-    """2 where 16-lane vectors have 32 registers and each group has an even number of blocks."""
-    blocks, lanes = conv.out.type.shape[1], conv.out.type.shape[-1]
-    return 2 if target.avx512 and lanes == 16 and (blocks // conv.attrs["groups"]) % 2 == 0 else 1
+    """2 where 16-lane vectors have 32 registers and the groups split into pairs."""
+    return 2 if target.avx512 and conv.out.type.shape[-1] == 16 and _groups_split_into(conv, 2) else 1
 
 
 def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
@@ -156,7 +160,7 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
     partners = tuple(
         n for n in kernel.nodes
         if n is not main and n.op == "conv" and id(n.inputs[1]) in params
-        and (n.inputs[1].type.shape[0] // n.attrs["groups"]) % per_item == 0
+        and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
     return ConvMatch(Epilogue(main, epilogue.chain, partners) if partners else epilogue, per_item)
