@@ -2,7 +2,7 @@
 
     python benchmarks/compare_artifacts.py BEFORE.aot AFTER.aot [--runs 25]
 
-Loads each artifact's CPU code with ctypes (as profile_kernels.py does) and
+Loads each artifact's CPU code with ctypes (profile_kernels.load_code) and
 calls the model entry single-threaded, alternating the two, so noise on this
 shared machine hits both alike. Both artifacts must take the same inputs.
 Prints medians and the speedup (above 1: AFTER is faster). An artifact built
@@ -12,38 +12,13 @@ instructions (an AVX-512 host runs AVX2 code).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_kernels  # noqa: E402
-
-
-def entry_call(path: Path) -> tuple[Callable[[], None], dict[str, object]]:
-    """A no-argument call of the artifact's model entry on seeded inputs, and its manifest."""
-    manifest, lib, weight_bytes = profile_kernels._load(path)
-    rng = np.random.default_rng(0)
-    ins = [profile_kernels._tensor(spec, rng) for spec in manifest["inputs"]]
-    outs = [np.zeros(spec["shape"], np.dtype(spec["dtype"])) for spec in manifest["outputs"]]
-    arena = profile_kernels._aligned(manifest["arena"]["bytes"])
-    weights = profile_kernels._aligned(len(weight_bytes))
-    weights[:len(weight_bytes)] = np.frombuffer(weight_bytes, np.uint8)
-    args = ((ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins]),
-            (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs]),
-            ctypes.c_void_p(arena.ctypes.data), ctypes.c_void_p(weights.ctypes.data))
-    buffers = (ins, outs, arena, weights)
-
-    def run() -> None:
-        lib.aot_model_entry(*args)
-
-    run.buffers = buffers  # type: ignore[attr-defined]  # the entry's pointers need the arrays alive
-    return run, manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("after", type=Path)
     parser.add_argument("--runs", type=int, default=25)
     args = parser.parse_args(argv)
-    before, before_manifest = entry_call(args.before)
-    after, after_manifest = entry_call(args.after)
-    if before_manifest["inputs"] != after_manifest["inputs"]:
+    first_code, second_code = profile_kernels.load_code(args.before), profile_kernels.load_code(args.after)
+    before, after = first_code.run_entry, second_code.run_entry
+    if first_code.manifest["inputs"] != second_code.manifest["inputs"]:
         raise SystemExit(f"{args.before} and {args.after} take different inputs: not two builds of one model")
     before()
     after()  # warm both

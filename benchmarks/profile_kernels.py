@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,21 @@ def _load(artifact_path: Path) -> tuple[dict[str, Any], ctypes.CDLL, bytes]:
     return manifest, lib, artifact.sections.get("weights", b"")
 
 
-def profile(artifact_path: Path, runs: int) -> list[tuple[float, dict[str, Any]]]:
-    """(median seconds, manifest kernel entry) per kernel, in plan order."""
+@dataclass
+class LoadedCode:
+    """An artifact's CPU code loaded with ctypes, with seeded inputs and its own
+    arena and weights: `args` is what the entry and every kernel take first."""
+
+    manifest: dict[str, Any]
+    lib: ctypes.CDLL
+    args: tuple[Any, ...]
+    buffers: tuple[Any, ...]  # the arrays `args` points into, kept alive here
+
+    def run_entry(self) -> None:
+        self.lib.aot_model_entry(*self.args)
+
+
+def load_code(artifact_path: Path) -> LoadedCode:
     manifest, lib, weight_bytes = _load(artifact_path)
     rng = np.random.default_rng(0)
     ins = [_tensor(spec, rng) for spec in manifest["inputs"]]
@@ -67,7 +81,14 @@ def profile(artifact_path: Path, runs: int) -> list[tuple[float, dict[str, Any]]
     args = ((ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins]),
             (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs]),
             ctypes.c_void_p(arena.ctypes.data), ctypes.c_void_p(weights.ctypes.data))
-    lib.aot_model_entry(*args)
+    return LoadedCode(manifest, lib, args, (ins, outs, arena, weights))
+
+
+def profile(artifact_path: Path, runs: int) -> list[tuple[float, dict[str, Any]]]:
+    """(median seconds, manifest kernel entry) per kernel, in plan order."""
+    code = load_code(artifact_path)
+    manifest, lib, args = code.manifest, code.lib, code.args
+    code.run_entry()
     results = []
     for kernel in manifest["kernels"]:
         fn = getattr(lib, kernel["symbol"])
