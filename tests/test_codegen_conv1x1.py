@@ -17,6 +17,7 @@ from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
+from targets_util import host_runs
 from tests.test_codegen_gemm import TOL, check, compile_and_run, conv2d, emitters, feeds_for
 
 
@@ -123,9 +124,6 @@ def test_pointwise_tile_follows_the_target_registers(cpu, vectors):
     make = pointwise((1, 8, 16, 16), 12)  # 256 pixels: 16 vectors of 16, 2 rows of 6 channels
     plan = run_pipeline(make())
     assert [POINTWISE_EMITTER.work_items(k, target) for k in plan.kernels] == [16 // vectors * 2]
-    host = CpuTarget.host()
-    if host.arch != "x86_64" or not (host.avx512 or cpu == "haswell"):
+    if not host_runs(target):
         pytest.skip(f"this host cannot run {cpu} code")
-    feeds = feeds_for(make)
-    got, _ = compile_and_run(make(), feeds, pieces=2, target=target)
-    np.testing.assert_allclose(got[0], interpret(make(), feeds)[0], **TOL)
+    check(make, feeds_for(make), pieces=2, target=target)

@@ -25,6 +25,7 @@ from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
 from aot.pipeline import run_pipeline
 from aot.plan import ExecutionPlan
+from targets_util import host_runs
 
 HOST = CpuTarget.host()
 TOL = dict(rtol=2e-5, atol=2e-5)
@@ -64,9 +65,10 @@ def emitters(plan: ExecutionPlan) -> list[BodyEmitter | None]:
     return [body_emitter(k, HOST) for k in plan.kernels]
 
 
-def check(make: Callable[[], Graph], feeds: dict[str, np.ndarray], pieces: int = 1) -> ExecutionPlan:
+def check(make: Callable[[], Graph], feeds: dict[str, np.ndarray], pieces: int = 1,
+          target: CpuTarget = HOST) -> ExecutionPlan:
     expected = interpret(make(), feeds)
-    got, plan = compile_and_run(make(), feeds, pieces)
+    got, plan = compile_and_run(make(), feeds, pieces, target)
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e, **TOL)
     return plan
@@ -242,12 +244,9 @@ def test_conv_pairs_channel_blocks_only_with_avx512(cpu, per_item):
     make = residual_block((1, 8, 14, 14), 32, 2)
     plan = run_pipeline(make())
     assert [CONV_EMITTER.work_items(k, target) for k in plan.kernels] == [14 // per_item] * 2  # 2 blocks x 7 rows, one run
-    if HOST.arch != "x86_64" or not (HOST.avx512 or cpu == "haswell"):
+    if not host_runs(target):
         pytest.skip(f"this host cannot run {cpu} code")
-    feeds = feeds_for(make)
-    expected = interpret(make(), feeds)
-    got, _ = compile_and_run(make(), feeds, pieces=2, target=target)
-    np.testing.assert_allclose(got[0], expected[0], **TOL)
+    check(make, feeds_for(make), pieces=2, target=target)
 
 
 def test_downsample_conv_with_relu_before_the_join_keeps_its_kernel():

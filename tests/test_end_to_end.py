@@ -11,6 +11,7 @@ import aot
 from aot.driver import import_model
 from aot.errors import ArtifactError, ModelError, RunError, UnsupportedError
 from aot.interpreter import interpret
+from targets_util import host_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
@@ -68,8 +69,7 @@ def test_avx2_build_packs_eight_lanes_and_matches_onnxruntime(compiled, name, tm
     result = compile_model(paths[name], tmp_path / f"{name}.aot", cpu="haswell")
     packed = [n for n in result.plan.graph.nodes if n.op in ("dot", "conv") and n.inputs[1].type.rank in (3, 5)]
     assert packed and all(n.inputs[1].type.shape[-1] == 8 for n in packed)
-    host = CpuTarget.host()
-    if host.arch != "x86_64" or not (host.avx512 or host.vector_lanes == 8):  # AVX-512 hosts run AVX2 code
+    if not host_runs(CpuTarget.from_name("haswell")):
         pytest.skip("this host cannot run AVX2 code")
     x = np.load(paths[name].with_suffix(".input.npy"))
     got = aot.Session(tmp_path / f"{name}.aot").run(None, {"x": x})
