@@ -79,35 +79,25 @@ class CpuTarget:
                 return False
         return None
 
+    def _x86_has(self, flag: str, known_cpus: frozenset[str]) -> bool:
+        """x86 feature `flag`: as the feature string says, else whether the CPU name is one known to have it."""
+        explicit = self._feature(flag)
+        return explicit if explicit is not None else self.cpu in known_cpus
+
     @property
     def native_rounding(self) -> bool:
         """floor/ceil/roundeven lower to instructions (not libm calls)."""
-        if self.arch == "aarch64":
-            return True
-        explicit = self._feature("sse4.1")
-        if explicit is not None:
-            return explicit
-        return self.cpu in _X86_MODERN or self.cpu in _X86_SSE41_ONLY
+        return self.arch == "aarch64" or self._x86_has("sse4.1", _X86_MODERN | _X86_SSE41_ONLY)
 
     @property
     def native_f16(self) -> bool:
         """fpext/fptrunc between half and float lower to instructions."""
-        if self.arch == "aarch64":
-            return True
-        explicit = self._feature("f16c")
-        if explicit is not None:
-            return explicit
-        return self.cpu in _X86_MODERN
+        return self.arch == "aarch64" or self._x86_has("f16c", _X86_MODERN)
 
     @property
     def avx512(self) -> bool:
         """32 vector registers of 16 floats (AVX-512F): room for the wider conv register tiles."""
-        if self.arch != "x86_64":
-            return False
-        explicit = self._feature("avx512f")
-        if explicit is not None:
-            return explicit
-        return self.cpu in _X86_AVX512
+        return self.arch == "x86_64" and self._x86_has("avx512f", _X86_AVX512)
 
     @property
     def vector_lanes(self) -> int:
@@ -116,10 +106,8 @@ class CpuTarget:
         vector of several registers (not tuned: NEON would want 4)."""
         if self.avx512:
             return 16
-        if self.arch == "x86_64":
-            explicit = self._feature("avx2")
-            if explicit if explicit is not None else self.cpu in _X86_MODERN - {"ivybridge"}:
-                return 8
+        if self.arch == "x86_64" and self._x86_has("avx2", _X86_MODERN - {"ivybridge"}):
+            return 8
         return 16
 
     def target_machine(self) -> llvm.TargetMachine:
