@@ -77,6 +77,39 @@ def test_avx2_build_packs_eight_lanes_and_matches_onnxruntime(compiled, name, tm
         assert_close(g, w)
 
 
+def spp_block(channels: int = 48, size: int = 13):
+    """YOLOv5's SPP block (issue 9): x, three max pools of x (5, 9, 13; stride 1, same padding),
+    concat, 1x1 conv. Its AVX2 build once differed from onnxruntime by 1e19."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = (rng.standard_normal((channels, 4 * channels, 1, 1)) * 0.05).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], [f"p{k}"], kernel_shape=[k, k], strides=[1, 1], pads=[k // 2] * 4)
+             for k in (5, 9, 13)]
+    nodes.append(helper.make_node("Concat", ["x", "p5", "p9", "p13"], ["c"], axis=1))
+    nodes.append(helper.make_node("Conv", ["c", "w"], ["y"]))
+    graph = helper.make_graph(nodes, "spp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(weight, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+@pytest.mark.parametrize("cpu", ["native", "haswell", "x86-64-v2"])
+def test_spp_block_matches_onnxruntime_on_every_instruction_set(cpu, tmp_path):
+    from aot.codegen.cpu import CpuTarget
+
+    if cpu != "native" and not host_runs(CpuTarget.from_name(cpu)):
+        pytest.skip(f"this host cannot run {cpu} code")
+    model = spp_block()
+    path = tmp_path / "spp.onnx"
+    path.write_bytes(model.SerializeToString())
+    aot.compile(path, tmp_path / "spp.aot", cpu=cpu)
+    x = np.random.default_rng(1).standard_normal((1, 48, 13, 13)).astype(np.float32)
+    (got,) = aot.Session(tmp_path / "spp.aot").run(None, {"x": x})
+    (want,) = reference_outputs(path, {"x": x})
+    assert_close(got, want)
+
+
 def test_threads_give_the_same_result(compiled):
     paths, artifacts = compiled
     x = np.load(paths["lenet"].with_suffix(".input.npy"))

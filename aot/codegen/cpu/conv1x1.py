@@ -29,14 +29,15 @@ registers (MAX_VECTORS).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, register, splat, store_epilogue, store_vector, vector_of
+from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, masked_load, register, splat, store_epilogue, store_vector, vector_of
 from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node
 from aot.ir.types import DType
@@ -152,14 +153,11 @@ def _emit(ctx: KernelContext) -> None:
         branch(b, last_rows, lambda: rows(row_tail), lambda: rows(s.mr))
 
 
-def _masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, count: int, name: str) -> ir.Value:
-    """LANES floats at base[offset:], lanes >= count are 0 and not read."""
-    vec = vector_of(LANES)
-    mask_type = ir.VectorType(I1, LANES)
-    fn = intrinsic(b.module, f"llvm.masked.load.v{LANES}f32.p0", vec, [vec.as_pointer(), mask_type, vec])
-    addr = b.bitcast(b.gep(base, [offset], inbounds=True), vec.as_pointer())
-    mask = ir.Constant(mask_type, [1 if lane < count else 0 for lane in range(LANES)])
-    return b.call(fn, [addr, mask, ir.Constant(vec, [0.0] * LANES)], name=name)
+def _prefix_mask(count: int) -> Callable[[int, int], ir.Value]:
+    """lane_mask for masked_load: the first `count` lanes."""
+    def lane_mask(lane0: int, lanes: int) -> ir.Value:
+        return ir.Constant(ir.VectorType(I1, lanes), [lane0 + lane < count for lane in range(lanes)])
+    return lane_mask
 
 
 def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0: ir.Value, p0: ir.Value,
@@ -187,7 +185,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
         for j in range(vectors):
             offset = b.add(at, const_i64(j * LANES))
             if partial and j == vectors - 1:
-                xv.append(_masked_load(b, x_ptr, offset, partial, f"{name}.x{j}"))
+                xv.append(masked_load(b, ctx.target, x_ptr, offset, LANES, _prefix_mask(partial), 0.0, f"{name}.x{j}"))
             else:
                 xv.append(load_vector(b, x_ptr, offset, LANES, f"{name}.x{j}"))
         for r in range(mr):

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, register, splat, store_epilogue, store_vector, vector_of
+from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, masked_load, register, splat, store_epilogue, store_vector, vector_of
 from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node
 from aot.ir.types import DType
@@ -150,33 +150,28 @@ class Window:
         return b.gep(plane, [offset], inbounds=True, name="row"), ok
 
 
-def _int_splat(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    vec = ir.VectorType(I32, LANES)
+def _int_splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    vec = ir.VectorType(I32, lanes)
     one = b.insert_element(ir.Constant(vec, None), b.trunc(value, I32), ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(vec, [0] * LANES))
+    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(vec, [0] * lanes))
 
 
-def _lane_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int, row_ok: ir.Value | None) -> ir.Value:
-    """<LANES x i1>: column first + l*step is inside the input (and the row is)."""
-    steps = ir.Constant(ir.VectorType(I32, LANES), [l * step for l in range(LANES)])
-    positions = b.add(_int_splat(b, first), steps)
-    mask = b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width)), name="mask")
-    if row_ok is None:
-        return mask
-    rows = b.select(row_ok, ir.Constant(ir.VectorType(I1, LANES), [1] * LANES), ir.Constant(ir.VectorType(I1, LANES), [0] * LANES))
-    return b.and_(mask, rows)
+def _column_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int, row_ok: ir.Value | None) -> Callable[[int, int], ir.Value]:
+    """lane_mask for masked_load: lane l reads column first + l*step, if that is inside the
+    input (and the row is)."""
+    def lane_mask(lane0: int, count: int) -> ir.Value:
+        steps = ir.Constant(ir.VectorType(I32, count), [(lane0 + l) * step for l in range(count)])
+        positions = b.add(_int_splat(b, first, count), steps)
+        mask = b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width), count), name="mask")
+        if row_ok is None:
+            return mask
+        rows = b.select(row_ok, ir.Constant(ir.VectorType(I1, count), [1] * count), ir.Constant(ir.VectorType(I1, count), [0] * count))
+        return b.and_(mask, rows)
+    return lane_mask
 
 
-def _masked_load(b: ir.IRBuilder, row: ir.Value, first: ir.Value, mask: ir.Value, fill: float) -> ir.Value:
-    """LANES floats at row[first:], masked-off lanes = fill and not read (first may lie outside)."""
-    vec = vector_of(LANES)
-    fn = intrinsic(b.module, f"llvm.masked.load.v{LANES}f32.p0", vec, [vec.as_pointer(), ir.VectorType(I1, LANES), vec])
-    addr = b.bitcast(b.gep(row, [first]), vec.as_pointer())
-    return b.call(fn, [addr, mask, ir.Constant(vec, [fill] * LANES)], name="xm")
-
-
-def load_columns(b: ir.IRBuilder, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value, j: int,
-                 checked: bool, fill: float) -> ir.Value:
+def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value,
+                 j: int, checked: bool, fill: float) -> ir.Value:
     """<LANES x f32>: input columns (ow0 + l)*sw + j*dw - pw of `row`; `fill` where they
     are padding (checked) -- unchecked, every column must be inside."""
     sw = w.strides[1]
@@ -184,12 +179,12 @@ def load_columns(b: ir.IRBuilder, w: Window, row: ir.Value, row_ok: ir.Value | N
     if sw == 1:
         if not checked:
             return load_vector(b, row, first, LANES, f"x{j}")
-        return _masked_load(b, row, first, _lane_mask(b, w, first, 1, row_ok), fill)
+        return masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1, row_ok), fill, f"x{j}")
     if sw == 2:  # columns first, first+2, ..: the even lanes of [first, first+16) and [first+15, first+31)
         second = b.add(first, const_i64(LANES - 1))
         if checked:
-            low = _masked_load(b, row, first, _lane_mask(b, w, first, 1, row_ok), fill)
-            high = _masked_load(b, row, second, _lane_mask(b, w, second, 1, row_ok), fill)
+            low = masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1, row_ok), fill, f"x{j}.lo")
+            high = masked_load(b, target, row, second, LANES, _column_mask(b, w, second, 1, row_ok), fill, f"x{j}.hi")
         else:
             low = load_vector(b, row, first, LANES, f"x{j}.lo")
             high = load_vector(b, row, second, LANES, f"x{j}.hi")
@@ -324,7 +319,7 @@ def _emit(ctx: KernelContext) -> None:
                 for i in range(kh):
                     row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), checked)
                     for j in range(kw):
-                        xv = load_columns(b, w, row, row_ok, ow0, j, checked, 0.0)
+                        xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, checked, 0.0)
                         acc = fma(b, xv, taps[(c * kh + i) * kw + j], acc, "acc")
             store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
 

@@ -143,6 +143,45 @@ def load_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, lanes: int, n
     return b.load(b.bitcast(addr, vector_of(lanes).as_pointer()), name=name, align=4)
 
 
+def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.Value, lanes: int,
+                lane_mask: Callable[[int, int], ir.Value], fill: float, name: str) -> ir.Value:
+    """<lanes x f32> at base[offset:]: lanes where the mask is false are `fill` and their
+    memory is not read (offset may point outside the buffer). `lane_mask(first, count)`
+    gives the <count x i1> mask of lanes first .. first+count-1.
+
+    A vector wider than one register of `target` is loaded in register-wide pieces, each
+    with a mask built at its own width. LLVM 22's X86 back end mishandles a <16 x i1>
+    mask on AVX2 when it splits the load itself and proves one half all-false: a
+    release build loads that half unmasked and drops the fill (issue 9: the SPP
+    block's 13x13 max pool read the next row), a build with assertions aborts.
+    """
+    piece = min(lanes, target.vector_lanes)
+    assert lanes % piece == 0 and (lanes // piece) & (lanes // piece - 1) == 0, (lanes, piece)
+    parts = []
+    for first in range(0, lanes, piece):
+        at = b.add(offset, const_i64(first)) if first else offset
+        mask = lane_mask(first, piece)
+        bits = mask.constant if isinstance(mask, ir.Constant) and isinstance(mask.constant, list) else None
+        if bits is not None and not any(bits):
+            parts.append(ir.Constant(vector_of(piece), [fill] * piece))
+        elif bits is not None and all(bits):
+            parts.append(load_vector(b, base, at, piece, f"{name}.part{first}"))
+        else:
+            parts.append(_register_masked_load(b, base, at, mask, fill, f"{name}.part{first}"))
+    while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
+        width = parts[0].type.count
+        both = ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _register_masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, mask: ir.Value, fill: float, name: str) -> ir.Value:
+    vec = vector_of(mask.type.count)
+    fn = intrinsic(b.module, f"llvm.masked.load.v{vec.count}f32.p0", vec, [vec.as_pointer(), mask.type, vec])
+    addr = b.bitcast(b.gep(base, [offset]), vec.as_pointer())  # not inbounds: masked-off lanes may lie outside
+    return b.call(fn, [addr, mask, ir.Constant(vec, [fill] * vec.count)], name=name)
+
+
 def store_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, vec: ir.Value, name: str) -> None:
     addr = b.gep(base, [offset], inbounds=True, name=f"{name}.addr")
     b.store(vec, b.bitcast(addr, vec.type.as_pointer()), align=4)

@@ -116,7 +116,7 @@ def _emit(ctx: KernelContext) -> None:
             h = b.add(b.mul(oh, const_i64(w.strides[0])), _row_offset(b, w, i), name="h")
             row, row_ok = w.row_pointer(b, plane, h, checked)
             for j in range(w.kw):
-                acc = _combine(b, kind, acc, load_columns(b, w, row, row_ok, ow0, j, checked, identity))
+                acc = _combine(b, kind, acc, load_columns(b, ctx.target, w, row, row_ok, ow0, j, checked, identity))
             return acc
 
         def block(ow0: ir.Value, checked: bool) -> None:
