@@ -643,7 +643,7 @@ def test_symbolic_dim_without_shape_names_input_dim_and_flag_2d():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
-    with pytest.raises(UnsupportedError, match=r"input 'x' dim 0 \('batch'\) is symbolic; fix it with --shape x=1x3"):
+    with pytest.raises(UnsupportedError, match=r"input 'x' dim 0 \('batch'\) is dynamic; fix it with --shape x=1x3"):
         import_onnx(model)
 
 
@@ -763,7 +763,7 @@ def test_symbolic_dim_without_shape_names_input_dim_and_flag():
     with pytest.raises(UnsupportedError) as info:
         import_onnx(_symbolic_model())
     message = str(info.value)
-    assert "input 'x' dim 0 ('batch') is symbolic" in message
+    assert "input 'x' dim 0 ('batch') is dynamic" in message
     assert "--shape x=1x3x224x224" in message
 
 
@@ -783,6 +783,57 @@ def test_shape_contradicting_static_dim():
         import_onnx(_symbolic_model(), shapes={"x": (1, 4, 224, 224)})
     with pytest.raises(ModelError, match="rank"):
         import_onnx(_symbolic_model(), shapes={"x": (1, 3)})
+
+
+# -- dims as exporters write them: dim_param, dim_value -1 (older Paddle), neither field, 0 --
+def _relu_model(x_dims, name="x"):
+    node = helper.make_node("Relu", [name], ["y"])
+    return make_model([node], [vinfo(name, TensorProto.FLOAT, x_dims)], [vinfo("y", TensorProto.FLOAT, None)])
+
+
+@pytest.mark.parametrize("dynamic", [-1, None], ids=["dim_value_minus_1", "no_dim_field"])
+def test_exporter_dynamic_dims_are_fixed_by_shapes(dynamic):
+    model = _relu_model([dynamic, 3, dynamic, 5])
+    graph = import_onnx(model, shapes={"x": (2, 3, 7, 5)})
+    assert graph.inputs[0].type.shape == (2, 3, 7, 5)
+    x = randn(2, 3, 7, 5)
+    (ours,) = interpret(graph, {"x": x})
+    (theirs,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_exporter_dynamic_dims_without_shape_say_which_and_how():
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(_relu_model([-1, 3, None, 5]))
+    assert str(info.value) == "input 'x' dims 0 (dim_value -1), 2 (no size) are dynamic; fix them with --shape x=1x3x1x5"
+
+
+def test_every_dynamic_input_is_listed_in_one_error_with_shell_ready_flags():
+    nodes = [helper.make_node("Add", ["in put", "b"], ["y"])]
+    model = make_model(nodes, [vinfo("in put", TensorProto.FLOAT, ["N", 3]), vinfo("b", TensorProto.FLOAT, [-1, 3])],
+                       [vinfo("y", TensorProto.FLOAT, None)])
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(model)
+    assert str(info.value) == ("input 'in put' dim 0 ('N') is dynamic; input 'b' dim 0 (dim_value -1) is dynamic; "
+                               "fix them with --shape 'in put=1x3' --shape b=1x3")
+
+
+def test_zero_dim_value_is_an_empty_dim_not_a_dynamic_one():
+    model = _relu_model([0, 3])
+    graph = compare(model, {"x": np.zeros((0, 3), np.float32)})  # no shapes needed
+    assert graph.inputs[0].type.shape == (0, 3)
+    with pytest.raises(ModelError, match="dim 0, which is fixed to 0"):
+        import_onnx(model, shapes={"x": (2, 3)})
+
+
+def test_input_and_output_names_are_kept_exactly():
+    """Only the IR values behind them are sanitized; feeds, manifest and runtime use the model's names."""
+    names = ["gpu_0/data_0", "x:0 é"]
+    nodes = [helper.make_node("Add", names, ["out/put:0 ✓"])]
+    model = make_model(nodes, [vinfo(n, TensorProto.FLOAT, [2]) for n in names], [vinfo("out/put:0 ✓", TensorProto.FLOAT, [2])])
+    graph = import_onnx(model)
+    assert graph.input_names == names and graph.output_names == ["out/put:0 ✓"]
+    assert [v.name for v in graph.inputs] == ["gpu_0_data_0", "x_0__"]
 
 
 def test_missing_file(tmp_path):

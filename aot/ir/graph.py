@@ -68,7 +68,12 @@ class Graph:
 
     # -- construction -------------------------------------------------------
     def add_input(self, name: str, type: TensorType) -> Value:
-        value = Value(self._claim(name), type)
+        """An input called `name` exactly as the source model spells it ('gpu_0/data_0', 'x:0').
+
+        Only its IR value gets an identifier derived from `name` (see `fresh_name`); the
+        manifest, the runtime and every feed use `name` itself, kept in `input_names`.
+        """
+        value = Value(self._claim(self.fresh_name(name)), type)
         self.inputs.append(value)
         self.input_names.append(name)
         return value

@@ -39,6 +39,8 @@ def verify_graph(graph: Graph) -> None:
         defined.add(id(node.out))
     if len(graph.outputs) != len(graph.output_names):
         raise IRError("graph outputs and output names differ in length")
+    if len(set(graph.input_names)) != len(graph.input_names):
+        raise IRError(f"graph input names are not unique: {graph.input_names}")
     if len(set(graph.output_names)) != len(graph.output_names):
         raise IRError(f"graph output names are not unique: {graph.output_names}")
     for value in graph.outputs:

@@ -3,9 +3,9 @@
     graph = import_onnx("resnet.onnx", shapes={"data": (1, 3, 224, 224)})
 
 Each ONNX node lowers to primitive ops (see lower.OP_TABLE); the result is
-verified before it is returned. Graph output names are the ONNX output
-names; graph input names are the ONNX input names sanitised to the IR's
-[A-Za-z0-9_.] alphabet.
+verified before it is returned. Graph input and output names are the ONNX
+names exactly ('gpu_0/data_0', 'x:0'); only the IR values behind them get
+identifiers in the IR's [A-Za-z0-9_.] alphabet.
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ dim at fault, and says how to fix it where a flag can (`--shape`).
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -117,7 +118,14 @@ def default_opset(proto: onnx.ModelProto) -> int:
 
 
 def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]] | None) -> list[InputSpec]:
-    """Graph inputs that are not initializers, each with a fully static shape."""
+    """Graph inputs that are not initializers, each with a fully static shape.
+
+    A dim is dynamic when the model names it (`dim_param`), stores a negative
+    `dim_value` (older Paddle exports write -1), or gives neither, as
+    onnxruntime reads them; `shapes` fixes them. A `dim_value` of 0 is a real
+    empty dim. Without `shapes`, one error lists every dynamic dim of every
+    input with the `--shape` flags that fix them.
+    """
     initializers = {init.name for init in graph.initializer}
     real = [vi for vi in graph.input if vi.name not in initializers]
     shapes = dict(shapes or {})
@@ -126,10 +134,53 @@ def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]]
     if unknown:
         listed = ", ".join(f"'{n}'" for n in names) or "none"
         raise ModelError(f"--shape given for unknown input(s) {', '.join(repr(n) for n in unknown)}; the model's inputs are: {listed}")
-    return [_resolve_one(vi, shapes.get(vi.name)) for vi in real]
+    specs: list[InputSpec] = []
+    dynamic: list[_DynamicInput] = []
+    for vi in real:
+        resolved = _resolve_one(vi, shapes.get(vi.name))
+        if isinstance(resolved, InputSpec):
+            specs.append(resolved)
+        else:
+            dynamic.append(resolved)
+    if dynamic:
+        what = "; ".join(d.describe() for d in dynamic)
+        flags = " ".join(_shape_flag(d.name, d.example) for d in dynamic)
+        one_dim = sum(len(d.dims) for d in dynamic) == 1
+        raise UnsupportedError(f"{what}; fix {'it' if one_dim else 'them'} with {flags}")
+    return specs
 
 
-def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> InputSpec:
+@dataclass(frozen=True)
+class _DynamicInput:
+    """An input whose shape the model leaves partly dynamic, for the error that lists them all."""
+
+    name: str
+    dims: tuple[str, ...]  # each dynamic dim and why: "0 ('batch')", "2 (dim_value -1)"
+    example: tuple[int, ...]  # the model's shape with 1 for each dynamic dim
+
+    def describe(self) -> str:
+        if len(self.dims) == 1:
+            return f"input '{self.name}' dim {self.dims[0]} is dynamic"
+        return f"input '{self.name}' dims {', '.join(self.dims)} are dynamic"
+
+
+def fixed_dim(dim: onnx.TensorShapeProto.Dimension) -> int | None:
+    """The size of a dim the model fixes, or None for a dynamic one (named, negative or absent)."""
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
+        return int(dim.dim_value)
+    return None
+
+
+def _describe_dim(dim: onnx.TensorShapeProto.Dimension) -> str:
+    if dim.HasField("dim_param"):
+        return f"'{dim.dim_param}'"
+    if dim.HasField("dim_value"):
+        return f"dim_value {dim.dim_value}"
+    return "no size"
+
+
+def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> InputSpec | _DynamicInput:
+    """The input's static shape, or what is dynamic about it when `given` does not fix it."""
     name = vi.name
     if not vi.type.HasField("tensor_type"):
         raise UnsupportedError(f"input '{name}' is not a tensor (sequence, map and optional inputs are not supported)")
@@ -137,7 +188,7 @@ def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> Inpu
     dtype = to_dtype(ttype.elem_type, f"input '{name}'")
     if not ttype.HasField("shape"):
         if given is None:
-            raise UnsupportedError(f"input '{name}' has no shape in the model; give one with --shape {name}=D0xD1x...")
+            raise UnsupportedError(f"input '{name}' has no shape in the model; give one with {_shape_flag(name, ('D0', 'D1', '...'))}")
         return InputSpec(name, dtype, _check_given(name, given))
     dims = list(ttype.shape.dim)
     if given is not None:
@@ -145,18 +196,20 @@ def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> Inpu
         if len(given) != len(dims):
             raise ModelError(f"--shape {name}={_fmt(given)} has rank {len(given)}, but input '{name}' has rank {len(dims)}")
         for i, (dim, size) in enumerate(zip(dims, given)):
-            if dim.HasField("dim_value") and dim.dim_value != size:
-                raise ModelError(f"--shape {name}={_fmt(given)} contradicts input '{name}' dim {i}, which is fixed to {dim.dim_value}")
+            fixed = fixed_dim(dim)
+            if fixed is not None and fixed != size:
+                raise ModelError(f"--shape {name}={_fmt(given)} contradicts input '{name}' dim {i}, which is fixed to {fixed}")
         return InputSpec(name, dtype, given)
-    shape = []
-    for i, dim in enumerate(dims):
-        if dim.HasField("dim_value") and dim.dim_value >= 0:
-            shape.append(int(dim.dim_value))
-            continue
-        what = f"'{dim.dim_param}'" if dim.HasField("dim_param") else "unknown"
-        example = [d.dim_value if d.HasField("dim_value") else 1 for d in dims]
-        raise UnsupportedError(f"input '{name}' dim {i} ({what}) is symbolic; fix it with --shape {name}={_fmt(example)}")
-    return InputSpec(name, dtype, tuple(shape))
+    sizes = [fixed_dim(dim) for dim in dims]
+    if all(size is not None for size in sizes):
+        return InputSpec(name, dtype, tuple(sizes))
+    which = tuple(f"{i} ({_describe_dim(dim)})" for i, (dim, size) in enumerate(zip(dims, sizes)) if size is None)
+    return _DynamicInput(name, which, tuple(1 if size is None else size for size in sizes))
+
+
+def _shape_flag(name: str, dims: tuple) -> str:
+    """`--shape NAME=DIMS`, quoted for a shell where the name needs it ('in put', 'x;y')."""
+    return f"--shape {shlex.quote(f'{name}={_fmt(dims)}')}"
 
 
 def _check_given(name: str, given: tuple[int, ...]) -> tuple[int, ...]:

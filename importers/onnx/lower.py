@@ -63,7 +63,7 @@ def lower_graph(proto: onnx.ModelProto, inputs: list[InputSpec], opset: int) -> 
     graph = Graph(_sanitized_graph_name(onnx_graph.name))
     ctx = Ctx(graph, opset)
     for spec in inputs:
-        ctx.env[spec.name] = graph.add_input(graph.fresh_name(spec.name), TensorType(spec.dtype, spec.shape))
+        ctx.env[spec.name] = graph.add_input(spec.name, TensorType(spec.dtype, spec.shape))
     input_names = {spec.name for spec in inputs}
     for init in onnx_graph.initializer:
         if init.name not in input_names:
