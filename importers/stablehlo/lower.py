@@ -180,7 +180,8 @@ def lower_module(module: Module, shapes: Mapping[str, tuple[int, ...]] | None) -
     used: set[str] = set()
     for i, (value, attrs) in enumerate(zip(outs, func.result_attrs)):
         _check_declared(lowerer.cx, value.type, func.result_types[i], f"@{func.name} result {i}")
-        name = _sanitize(str(attrs.get("jax.result_info", ""))) or f"out{i}"
+        # the model's own name ('result[0]'), kept exactly: only IR values need identifiers
+        name = str(attrs.get("jax.result_info", "")) or f"out{i}"
         if name in used:
             name = f"{name}_{i}"
         used.add(name)
@@ -204,7 +205,9 @@ def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[in
     known: list[str] = []
     forwarded = _forwarded_names(module, func)
     for i, (ssa, ttype, attrs, loc) in enumerate(func.args):
-        name = _sanitize(_arg_name(attrs, loc) or forwarded.get(ssa, "")) or f"arg{i}"
+        name = _arg_name(attrs, loc) or forwarded.get(ssa, "") or f"arg{i}"
+        if name in known:  # two arguments from one Python name: feeds need distinct names
+            name = f"arg{i}"
         known.append(name)
         given = shapes.pop(name, None)
         alias = shapes.pop(f"arg{i}", None)
@@ -225,7 +228,7 @@ def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[in
             fits = len(shape) == len(ttype.shape) and all(d is None or d == s for d, s in zip(ttype.shape, shape))
             if not fits:
                 raise ModelError(f"{where}: --shape {name}={'x'.join(map(str, shape))} does not fit its type")
-        values.append(graph.add_input(graph.fresh_name(name), TensorType(dtype, shape)))
+        values.append(graph.add_input(name, TensorType(dtype, shape)))
     if shapes:
         raise ModelError(f"{module.source}: --shape names unknown input(s) {sorted(shapes)}; inputs are {known}")
     return values
