@@ -110,6 +110,21 @@ class CpuTarget:
             return 8
         return 16
 
+    def runs_on(self, machine: CpuTarget) -> bool:
+        """Whether code for this target runs on `machine` (x86 only: an AVX-512 machine runs
+        AVX2 and AVX-512 code, an AVX2 machine AVX2 code; other pairs are not judged)."""
+        if machine.arch != "x86_64" or self.arch != "x86_64":
+            return False
+        return machine.avx512 or (not self.avx512 and machine.vector_lanes == 8)
+
+    @property
+    def code_path(self) -> str:
+        """Which of the x86 code generation paths this target takes: "avx512", "avx2"
+        (8-lane packing, 16-lane vectors split in two) or "narrow" (SSE4 or other ISAs)."""
+        if self.avx512:
+            return "avx512"
+        return "avx2" if self.vector_lanes == 8 else "narrow"
+
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
@@ -121,3 +136,14 @@ class CpuTarget:
 
     def __str__(self) -> str:
         return f"{self.triple}:{self.cpu}" + (f":{self.features}" if self.features else "")
+
+
+# one CPU per x86 code generation path (CpuTarget.code_path)
+_PATH_CPUS = ("skylake-avx512", "haswell", "x86-64-v2")
+
+
+def runnable_code_paths(machine: CpuTarget) -> list[CpuTarget]:
+    """`machine`, then one target for each other x86 code path it can run: a kernel that is
+    right on one instruction set can be wrong on another (issue 9's max pool was, on AVX2 only)."""
+    others = [CpuTarget.from_name(name) for name in _PATH_CPUS]
+    return [machine, *(t for t in others if t.runs_on(machine) and t.code_path != machine.code_path)]
