@@ -5,6 +5,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +95,31 @@ def compile_command(**kwargs: Any) -> None:
     _compile(**kwargs)
 
 
-def _load_arrays(items: tuple[str, ...], option: str) -> dict[str, Any]:
-    """NAME=FILE.npy items -> {NAME: array}."""
+def split_name_value(item: str, known: Sequence[str] = ()) -> tuple[str, str] | None:
+    """NAME=VALUE -> (NAME, VALUE), or None without a NAME.
+
+    Names are the model's own and may hold '=' themselves: the split is after
+    the longest of `known` that begins the item, else at the first '='.
+    """
+    for name in sorted(known, key=len, reverse=True):
+        if item.startswith(f"{name}="):
+            return name, item[len(name) + 1:]
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        return None
+    return name, value
+
+
+def _load_arrays(items: tuple[str, ...], option: str, known: Sequence[str] = ()) -> dict[str, Any]:
+    """NAME=FILE.npy items -> {NAME: array}; `known` are the model's input names, where known."""
     import numpy as np
 
     arrays = {}
     for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name:
+        split = split_name_value(item, known)
+        if split is None:
             raise click.BadParameter(f"'{item}' is not NAME=FILE.npy", param_hint=option)
+        name, path = split
         try:
             arrays[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as err:
@@ -113,7 +130,7 @@ def _load_arrays(items: tuple[str, ...], option: str) -> dict[str, Any]:
 @main.command()
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded random")
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), help="write each output as NAME.npy")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), help="write each output as NAME.npy ('/' in a name written %2F)")
 @click.option("--threads", type=int, default=1, show_default=True, help="worker threads")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for random inputs")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="runs to time; prints the median")
@@ -121,11 +138,16 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
     """Run ARTIFACT through the C runtime and print its outputs."""
     import numpy as np
 
+    from aot.inspect import display_name
     from aot.runtime import Session
 
-    feeds = _load_arrays(inputs, "--input")
     try:
         session = Session(artifact, threads=threads)
+    except AotError as err:
+        _fail(err)
+        return
+    feeds = _load_arrays(inputs, "--input", [info.name for info in session.get_inputs()])
+    try:
         rng = np.random.default_rng(seed)
         for info in session.get_inputs():
             if info.name not in feeds:
@@ -140,17 +162,35 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
         return
     for info, value in zip(session.get_outputs(), outputs):
         flat = value.reshape(-1)[:8]
-        click.echo(f"{info.name}: {value.dtype}{list(value.shape)} {np.array2string(flat, precision=5, separator=', ')}"
+        click.echo(f"{display_name(info.name)}: {value.dtype}{list(value.shape)} {np.array2string(flat, precision=5, separator=', ')}"
                    f"{' ...' if value.size > 8 else ''}")
         if output_dir is not None:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            np.save(output_dir / f"{info.name}.npy", value)
+            _save_output(output_dir, info.name, value)
     size = artifact.stat().st_size
     if repeat == 1:
         click.echo(f"artifact {size} bytes; ran in {timings[0]:.3f} ms")
     else:
         click.echo(f"artifact {size} bytes; latency median {statistics.median(timings):.3f} ms, "
                    f"min {min(timings):.3f} ms over {repeat} runs ({threads} thread(s))")
+
+
+def output_file_name(name: str) -> str:
+    """The .npy file for output NAME: the name itself, with '/', '\\', NUL and '%' percent-encoded
+    so that every output is one file inside --output-dir ('gpu_0/softmax_1' -> 'gpu_0%2Fsoftmax_1.npy')."""
+    return "".join(f"%{ord(ch):02X}" if ch in "%/\\\0" else ch for ch in name) + ".npy"
+
+
+def _save_output(output_dir: Path, name: str, value: Any) -> None:
+    import numpy as np
+
+    path = output_dir / output_file_name(name)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        np.save(path, value)
+    except OSError as err:
+        _fail(AotError(f"cannot write output '{name}' to '{path}': {err.strerror or err}"))
+    if path.name != f"{name}.npy":
+        click.echo(f"wrote output '{name}' to {path}", err=True)
 
 
 def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:

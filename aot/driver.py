@@ -83,6 +83,8 @@ def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
     import onnx
     from onnx import numpy_helper
 
+    from aot.importers.onnx.loader import fixed_dim
+
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     graph = copy.graph
@@ -97,7 +99,7 @@ def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
         want = onnx.helper.tensor_dtype_to_np_dtype(declared.elem_type) if declared.elem_type else array.dtype
         if array.dtype != want:
             raise ModelError(f"cannot bind '{input_name}': it is {np.dtype(want).name}, the value is {array.dtype.name}")
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in declared.shape.dim]
+        dims = [fixed_dim(d) for d in declared.shape.dim]  # None: dynamic, any size binds
         if declared.HasField("shape") and (len(dims) != array.ndim or any(d is not None and d != n for d, n in zip(dims, array.shape))):
             raise ModelError(f"cannot bind '{input_name}': its shape is {dims}, the value's is {list(array.shape)}")
         graph.initializer.append(numpy_helper.from_array(array, input_name))

@@ -52,8 +52,15 @@ def describe(path: str | Path) -> dict[str, Any]:
     }
 
 
+def display_name(name: str) -> str:
+    """A tensor name as the model spells it; quoted (JSON) only where it would blur into the
+    list around it: spaces, commas, quotes, control characters, or empty."""
+    plain = name and name.isprintable() and not any(ch.isspace() or ch in ",'\"" for ch in name)
+    return name if plain else json.dumps(name, ensure_ascii=False)
+
+
 def _tensor(t: dict[str, Any]) -> str:
-    return f"{t['name']}: {t['dtype']}{t['shape']}"
+    return f"{display_name(t['name'])}: {t['dtype']}{t['shape']}"
 
 
 def summary(info: dict[str, Any]) -> str:

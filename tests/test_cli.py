@@ -103,3 +103,39 @@ def test_bind_fixes_an_input_to_a_constant(tmp_path):
     assert wrong.exit_code == 1 and "int64" in wrong.output
     unknown = CliRunner().invoke(compile_main, [str(model), "-o", str(tmp_path / "d.aot"), "--bind", f"nope={tmp_path / 'shape.npy'}"])
     assert unknown.exit_code == 1 and "'nope'" in unknown.output
+
+
+def test_names_and_exporter_dims_through_compile_inspect_and_run(tmp_path):
+    """`--shape`, `--input` and `--output-dir` take the model's own names: '/', '=', spaces, non-ASCII."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, save
+
+    data, scale, probs = "gpu_0/data_0", "scale=1 é", "gpu_0/softmax_1"
+    graph = helper.make_graph(
+        [helper.make_node("Mul", [data, scale], ["m"]), helper.make_node("Softmax", ["m"], [probs])], "g",
+        [helper.make_tensor_value_info(data, TensorProto.FLOAT, [-1, 5]),  # an older Paddle export's batch dim
+         helper.make_tensor_value_info(scale, TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info(probs, TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    save(model, tmp_path / "m.onnx")
+    artifact = tmp_path / "m.aot"
+    dynamic = CliRunner().invoke(compile_main, [str(tmp_path / "m.onnx"), "-o", str(artifact)])
+    assert dynamic.exit_code == 1 and "input 'gpu_0/data_0' dim 0 (dim_value -1) is dynamic" in dynamic.output
+    assert "--shape gpu_0/data_0=1x5" in dynamic.output
+    compiled = CliRunner().invoke(compile_main, [str(tmp_path / "m.onnx"), "-o", str(artifact), "--shape", f"{data}=3x5"])
+    assert compiled.exit_code == 0, compiled.output
+
+    info = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(artifact)]).output)
+    assert [t["name"] for t in info["inputs"]] == [data, scale] and info["outputs"][0]["name"] == probs
+    text = CliRunner().invoke(main, ["inspect", str(artifact)]).output
+    assert f'inputs:  {data}: float32[3, 5], "{scale}": float32[1]' in text
+
+    feeds = {data: np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32), scale: np.array([2.0], np.float32)}
+    np.save(tmp_path / "data.npy", feeds[data])
+    np.save(tmp_path / "scale.npy", feeds[scale])
+    ran = CliRunner().invoke(main, ["run", str(artifact), "--input", f"{data}={tmp_path / 'data.npy'}",
+                                    "--input", f"{scale}={tmp_path / 'scale.npy'}", "--output-dir", str(tmp_path / "out")])
+    assert ran.exit_code == 0, ran.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_0%2Fsoftmax_1.npy"]  # one file, in the dir
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "gpu_0%2Fsoftmax_1.npy"), want, rtol=1e-5, atol=1e-6)

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -229,3 +230,72 @@ def test_flipped_byte_in_each_section_names_the_section(compiled, tmp_path):
         path.write_bytes(bytes(damaged))
         with pytest.raises(ArtifactError, match=section.name):
             aot.Session(path)
+
+
+# --- the model's own names, and dims as exporters write them -----------------
+
+def _softmax_relu_model(inputs: list[str], outputs: list[str], dims: list) -> onnx.ModelProto:
+    """outputs[0] = Softmax(inputs[0] + inputs[1]), outputs[1] = Relu(same), every tensor of `dims`."""
+    nodes = [helper.make_node("Add", inputs, ["sum"]), helper.make_node("Softmax", ["sum"], [outputs[0]]),
+             helper.make_node("Relu", ["sum"], [outputs[1]])]
+    graph = helper.make_graph(nodes, "names", [helper.make_tensor_value_info(n, TensorProto.FLOAT, dims) for n in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_names_round_trip_exactly_through_manifest_runtime_and_session(tmp_path):
+    """TF and Caffe2 exports name tensors 'x:0' and 'gpu_0/data_0'; feeds and outputs keep them verbatim."""
+    inputs = ["gpu_0/data_0", 'in put:0 é\t"q"\\ 😀']
+    outputs = ["gpu_0/softmax_1", "out put ✓"]
+    model = _softmax_relu_model(inputs, outputs, [2, 5])
+    result = aot.compile(model, tmp_path / "names.aot")
+    assert [t["name"] for t in result.manifest["inputs"]] == inputs
+    assert [t["name"] for t in result.manifest["outputs"]] == outputs
+    session = aot.Session(tmp_path / "names.aot")  # names as the C runtime reports them
+    theirs = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == [i.name for i in theirs.get_inputs()] == inputs
+    assert [o.name for o in session.get_outputs()] == [o.name for o in theirs.get_outputs()] == outputs
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal((2, 5)).astype(np.float32) for name in inputs}
+    for got, want in zip(session.run(outputs[::-1], feeds), theirs.run(outputs[::-1], feeds)):
+        assert_close(got, want)
+    with pytest.raises(RunError, match=r"unknown input 'gpu_0_data_0' \(model inputs: 'gpu_0/data_0'"):
+        session.run(None, {"gpu_0_data_0": feeds[inputs[0]], inputs[1]: feeds[inputs[1]]})
+
+
+@pytest.mark.parametrize("dynamic", [-1, None], ids=["dim_value_minus_1", "no_dim_field"])
+def test_exporter_dynamic_dims_are_fixed_by_shapes_at_compile_time(dynamic, tmp_path):
+    """Older Paddle exports write dim_value -1, some exporters neither field: dynamic, as onnxruntime reads them."""
+    model = _softmax_relu_model(["x", "bias"], ["p", "r"], [dynamic, 3, dynamic, 192])
+    with pytest.raises(UnsupportedError, match=r"input 'x' dims 0 \(.*\), 2 \(.*\) are dynamic; .*--shape x=1x3x1x192"):
+        aot.compile(model, tmp_path / "m.aot")
+    shape = (1, 3, 48, 192)
+    aot.compile(model, tmp_path / "m.aot", shapes={"x": shape, "bias": shape})
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "bias": rng.standard_normal(shape).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, expected in zip(aot.Session(tmp_path / "m.aot").run(None, feeds), want):
+        assert_close(got, expected)
+
+
+def test_zero_dim_value_is_an_empty_tensor_not_a_dynamic_dim(tmp_path):
+    model = _softmax_relu_model(["x", "y"], ["p", "r"], [0, 4])
+    aot.compile(model, tmp_path / "empty.aot")  # no --shape needed
+    feeds = {"x": np.zeros((0, 4), np.float32), "y": np.zeros((0, 4), np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = aot.Session(tmp_path / "empty.aot").run(None, feeds)
+    assert [g.shape for g in got] == [w.shape for w in want] == [(0, 4), (0, 4)]
+
+
+def test_bind_an_input_declared_with_a_minus_one_dim(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("shape", TensorProto.INT64, [-1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    shape = np.array([3, 2], np.int64)
+    aot.compile(model, tmp_path / "r.aot", bind={"shape": shape})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "shape": shape})
+    (got,) = aot.Session(tmp_path / "r.aot").run(None, {"x": x})
+    assert_close(got, want)

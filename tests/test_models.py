@@ -80,25 +80,58 @@ def test_unknown_sample_name():
 
 
 LIGHT_DIR = Path(importlib.util.find_spec("onnx").origin).parent / "backend" / "test" / "data" / "light"
-# vgg19 is left out only for time (its 550 MB of weights take seconds to import)
+# vgg19 is left out only for time (its 550 MB of weights take about 20 s to run through the interpreter)
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
                 "zfnet512"]
 
 
-@pytest.mark.parametrize("name", LIGHT_MODELS)
-def test_onnx_light_model_topologies(name):
-    """The real-topology models shipped with onnx import completely and match onnxruntime."""
-    import onnx
-
+def _light_model(name: str) -> Path:
     path = LIGHT_DIR / f"light_{name}.onnx"
     if not path.exists():
         pytest.skip(f"{path} is not shipped with this onnx")
+    return path
+
+
+def _light_feeds_and_stored_output(path: Path, session) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The input onnx's backend runner feeds these models (arange / n, by the model's own input name), and the
+    output it stores for that input beside the model."""
+    import onnx
+    from onnx import numpy_helper
+
+    (info,) = session.get_inputs()
+    n = int(np.prod(info.shape))
+    x = (np.arange(n).reshape(info.shape) / n).astype(np.float32)
+    stored = numpy_helper.to_array(onnx.load_tensor(str(path.with_name(f"{path.stem}_output_0.pb"))))
+    return {info.name: x}, stored
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_onnx_light_model_topologies(name):
+    """The real-topology models shipped with onnx import completely, keep their own input and output names
+    ('gpu_0/data_0'), and, fed by those names, match onnxruntime and the output stored beside them."""
+    path = _light_model(name)
     graph = import_onnx(path)
-    model = onnx.load(str(path), load_external_data=False)
-    initializers = {init.name for init in model.graph.initializer}
-    (input_name,) = [vi.name for vi in model.graph.input if vi.name not in initializers]
-    x = np.random.default_rng(0).standard_normal(graph.inputs[0].type.shape).astype(np.float32)
-    (ours,) = interpret(graph, {graph.inputs[0].name: x})
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (theirs,) = session.run(None, {input_name: x})
+    assert graph.input_names == [i.name for i in session.get_inputs()]
+    assert graph.output_names == [o.name for o in session.get_outputs()]
+    feeds, stored = _light_feeds_and_stored_output(path, session)
+    by_value = {value.name: feeds[name] for value, name in zip(graph.inputs, graph.input_names)}
+    (ours,) = interpret(graph, by_value)
+    (theirs,) = session.run(None, feeds)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ours, stored, rtol=1e-4, atol=1e-6)
+
+
+def test_onnx_light_model_compiled_runs_by_its_own_names():
+    """zfnet512 (the quickest to compile of the three whose names hold '/') through the artifact and the C runtime."""
+    import aot
+
+    path = _light_model("zfnet512")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds, stored = _light_feeds_and_stored_output(path, session)
+    ours = aot.Session(aot.compile(path).artifact)
+    assert [i.name for i in ours.get_inputs()] == ["gpu_0/data_0"] and [o.name for o in ours.get_outputs()] == ["gpu_0/softmax_1"]
+    (got,) = ours.run(["gpu_0/softmax_1"], feeds)
+    (theirs,) = session.run(None, feeds)
+    np.testing.assert_allclose(got, theirs, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got, stored, rtol=1e-4, atol=1e-6)
