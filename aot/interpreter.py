@@ -1,6 +1,8 @@
 """Reference interpreter: runs a Graph with each op's numpy reference.
 
-Used as the oracle in tests and by constant folding.
+Used as the oracle in tests and by constant folding. A run-time check
+(ops/checks.py) that fails raises RunError with the check's message, the
+message the compiled artifact's failing run reports.
 """
 from __future__ import annotations
 

@@ -52,15 +52,27 @@ class Kernel:
         return [n.op for n in self.nodes if n.op != "constant"]
 
 
+@dataclass(frozen=True)
+class Check:
+    """A run-time check (ops/checks.py): the run fails with `message` unless the
+    boolean scalar `ok` is true. `ok` has a Slice that stays valid after the last
+    kernel, where codegen evaluates every check. `loc` names the source node."""
+
+    ok: Value
+    message: str
+    loc: str = ""
+
+
 @dataclass
 class ExecutionPlan:
     graph: Graph
     kernels: list[Kernel]
-    slices: dict[str, Slice]  # value name -> location, for every kernel root and param
+    slices: dict[str, Slice]  # value name -> location, for every kernel root and param, and every check's operand
     arena_bytes: int = 0
     arena_lower_bound: int = 0
     weights: bytes = b""
     notes: dict[str, object] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)  # in graph order; the first failing one is reported
 
     def slice_of(self, value: Value) -> Slice:
         return self.slices[value.name]

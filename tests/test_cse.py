@@ -59,3 +59,25 @@ def test_does_not_merge_non_commutative_operands_swapped():
         }"""
     changed, out = run_pass(CommonSubexprElim(), text)
     assert not changed and out == ir(text)
+
+
+def test_check_reads_the_merged_value_and_equal_checks_merge():
+    changed, out = run_pass(CommonSubexprElim(), """
+        graph @g(%x: f32[], %t: f32[]) {
+          %a = compare(%x, %t) {direction = "lt"} : i1[]
+          %b = compare(%x, %t) {direction = "lt"} : i1[]
+          %c1 = check(%b) {message = "x < t"} : i1[]
+          %c2 = check(%a) {message = "x < t"} : i1[]
+          %c3 = check(%a) {message = "another reason"} : i1[]
+          %y = abs(%x) : f32[]
+          return %y as "y"
+        }""")
+    assert changed
+    assert out == ir("""
+        graph @g(%x: f32[], %t: f32[]) {
+          %a = compare(%x, %t) {direction = "lt"} : i1[]
+          %c1 = check(%a) {message = "x < t"} : i1[]
+          %c3 = check(%a) {message = "another reason"} : i1[]
+          %y = abs(%x) : f32[]
+          return %y as "y"
+        }""")

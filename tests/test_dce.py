@@ -27,3 +27,17 @@ def test_keeps_everything_live():
         }"""
     changed, out = run_pass(DeadCodeElim(), text)
     assert not changed and out == ir(text)
+
+
+def test_keeps_a_check_and_what_it_reads():
+    # nothing reads a check's result; it is kept for its effect (failing the run)
+    text = """
+        graph @g(%x: f32[2], %t: f32[2]) {
+          %lt = compare(%x, %t) {direction = "lt"} : i1[2]
+          %all = reduce(%lt) {axes = [0], kind = "min"} : i1[]
+          %c = check(%all) {message = "x must stay below t"} : i1[] loc("If_0")
+          %y = abs(%x) : f32[2]
+          return %y as "y"
+        }"""
+    changed, out = run_pass(DeadCodeElim(), text)
+    assert not changed and out == ir(text)

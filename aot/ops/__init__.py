@@ -3,7 +3,7 @@
 Importing this package registers every op. Passes test op *sets* below
 rather than listing op names.
 """
-from aot.ops import elementwise, indexing, linalg, reduction, shape_ops, sorting  # noqa: F401  (registers ops)
+from aot.ops import checks, elementwise, indexing, linalg, reduction, shape_ops, sorting  # noqa: F401  (registers ops)
 from aot.ops.elementwise import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 from aot.ops.registry import OPS, OpDef, evaluate, get_op, infer_type
 
@@ -22,8 +22,11 @@ CONTRACTIONS = frozenset({"dot", "conv", "reduce", "reduce_window"})
 # alone, e.g. scatter, sort): always the root of their own kernel, whose body
 # emitter (codegen BODY_EMITTERS) computes the whole output.
 NON_ELEMENTAL: frozenset[str] = frozenset({"scatter", "sort", "argsort"})
+# Ops kept for their effect, not their value (ops/checks.py): roots that DCE
+# keeps, never fused into a kernel; codegen evaluates them after the kernels.
+CHECKS: frozenset[str] = frozenset({"check"})
 
 __all__ = [
     "OPS", "OpDef", "evaluate", "get_op", "infer_type",
-    "ELEMENTWISE", "DATA_MOVEMENT", "INDEXING", "GENERATORS", "CONTRACTIONS", "NON_ELEMENTAL",
+    "ELEMENTWISE", "DATA_MOVEMENT", "INDEXING", "GENERATORS", "CONTRACTIONS", "NON_ELEMENTAL", "CHECKS",
 ]

@@ -13,22 +13,24 @@ logical buffers (XLA's allocation + slices): a value may share its buffer with
   operand[i] was read, and operand[i] is never read again.
 
 A buffer is live from the first write of any member to the last read of
-any member (an alias extends its operand's interval). The memory planner
-places buffers; every member gets the buffer's offset.
+any member (an alias extends its operand's interval). A run-time check
+(ops/checks.py) reads its operand after the last kernel, so that operand's
+buffer lives to the end of the run. The memory planner places buffers; every
+member gets the buffer's offset.
 """
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ops import CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
+from aot.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
 from aot.passes.schedule import schedule
-from aot.plan import ExecutionPlan, Kernel, Slice
+from aot.plan import Check, ExecutionPlan, Kernel, Slice
 
 
 def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, int], bytes]:
@@ -91,8 +93,11 @@ def same_index_reads(kernel: Kernel, param: Value) -> bool:
 
 
 def build_buffers(kernels: list[Kernel], placed_elsewhere: set[str], aliases: dict[str, Value],
-                  in_place: bool = True) -> list[ArenaBuffer]:
-    """Arena buffers over the (scheduled) kernels, with aliases and in-place reuse merged in."""
+                  in_place: bool = True, read_at_end: Sequence[str] = ()) -> list[ArenaBuffer]:
+    """Arena buffers over the (scheduled) kernels, with aliases and in-place reuse merged in.
+
+    `read_at_end`: values read after the last kernel (checks' operands), live to step len(kernels).
+    """
     def resolve(name: str) -> str:
         while name in aliases:
             name = aliases[name].name
@@ -103,6 +108,8 @@ def build_buffers(kernels: list[Kernel], placed_elsewhere: set[str], aliases: di
     for step, kernel in enumerate(kernels):
         for p in kernel.params:
             last_read[resolve(p.name)] = step
+    for name in read_at_end:
+        last_read[resolve(name)] = len(kernels)
     buffers: list[ArenaBuffer] = []
     owner: dict[str, ArenaBuffer] = {}
     for step, kernel in enumerate(kernels):
@@ -123,6 +130,10 @@ def build_buffers(kernels: list[Kernel], placed_elsewhere: set[str], aliases: di
         buffer = ArenaBuffer(f"b{len(buffers)}", kernel.root.type.nbytes, step, step, [name])
         buffers.append(buffer)
         owner[name] = buffer
+    for name in read_at_end:
+        buffer = owner.get(resolve(name))
+        if buffer is not None:
+            buffer.end = len(kernels)
     for alias, target in aliases.items():
         buffer = owner.get(resolve(target.name))
         if buffer is not None:
@@ -161,21 +172,22 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
         slices[value.name] = Slice("input", i, 0, value.type.nbytes)
     for i, value in enumerate(graph.outputs):
         slices[value.name] = Slice("output", i, 0, value.type.nbytes)
+    checks = [Check(n.inputs[0], n.attrs["message"], n.loc) for n in graph.nodes if n.op in CHECKS]
     constants: list[tuple[str, np.ndarray]] = []
     seen: set[str] = set()
-    for kernel in kept:
-        for param in kernel.params:
-            array = graph.constant_value(param)
-            if array is not None and param.name not in seen:
-                seen.add(param.name)
-                constants.append((param.name, array))
+    # a check's operand is constant only where const-fold did not run; it is read from the weights then
+    for param in [p for kernel in kept for p in kernel.params] + [c.ok for c in checks]:
+        array = graph.constant_value(param)
+        if array is not None and param.name not in seen:
+            seen.add(param.name)
+            constants.append((param.name, array))
     weight_offsets, weights = layout_weights(constants)
     for name, array in constants:
         slices[name] = Slice("weights", 0, weight_offsets[name], array.nbytes)
     temporaries = {k.root.name for k in kept if k.root.name not in slices}
     if reorder:
         kept = schedule(kept, temporaries)
-    buffers = build_buffers(kept, set(slices), aliases, in_place)
+    buffers = build_buffers(kept, set(slices), aliases, in_place, [c.ok.name for c in checks])
     intervals = [Interval(b.name, b.size, b.start, b.end) for b in buffers]
     arena = plan_arena(intervals, ALIGNMENT)
     for b in buffers:
@@ -195,6 +207,7 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
         notes={"temporaries_bytes": total, "weights_bytes": len(weights), "memory_plan": memory_plan,
                "aliases": len(aliases),
                "in_place": sum(1 for b in buffers for how in b.how.values() if how.startswith("in place"))},
+        checks=checks,
     )
 
 

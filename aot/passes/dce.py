@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 from aot.ir.graph import Graph
+from aot.ops import CHECKS
 from aot.passes.base import Pass
 
 
 class DeadCodeElim(Pass):
-    """Remove nodes whose result reaches no graph output (all ops are pure).
+    """Remove nodes whose result reaches no graph output and no run-time check.
 
+    Every op is pure except a check, which is kept for its effect (failing
+    the run) even though nothing reads its result; what it reads stays live.
     before: %1 = exp(%x); return %x      after: return %x
     """
 
@@ -17,7 +20,7 @@ class DeadCodeElim(Pass):
         live = {id(v) for v in graph.outputs}
         dead = []
         for node in reversed(graph.nodes):
-            if id(node.out) in live:
+            if id(node.out) in live or node.op in CHECKS:
                 live.update(id(v) for v in node.inputs)
             else:
                 dead.append(node)

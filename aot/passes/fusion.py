@@ -6,7 +6,9 @@ fusing a producer is free when the consumer reads each of its elements once,
 and costs recomputation when the consumer reads elements repeatedly. The
 rules, in order (each decision keeps its reason for --explain fusion):
 
-- graph outputs are roots (they are written to output buffers);
+- graph outputs are roots (they are written to output buffers), and so is
+  what a run-time check reads (ops/checks.py: the check itself is no kernel;
+  codegen reads its operand after the last kernel);
 - scalar constants are inlined everywhere (immediates); other constants
   stay in the weights blob and are read as kernel parameters;
 - a node read by several kernels is duplicated into each only when it is
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ops import CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
+from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.contraction_sum import accumulation_join
 from aot.plan import Kernel
 
@@ -115,11 +117,14 @@ class _Analysis:
 
 
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
-            alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool, holds_contraction: bool,
-            sums_with_contraction: bool) -> Decision:
-    """`sums_with_contraction`: a conv that meets every contraction of its consumer's kernel in a plain sum."""
+            is_checked: bool, alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool,
+            holds_contraction: bool, sums_with_contraction: bool) -> Decision:
+    """`is_checked`: a run-time check reads the value; `sums_with_contraction`: a conv that meets
+    every contraction of its consumer's kernel in a plain sum."""
     if is_output:
         return Decision.no("graph output")
+    if is_checked:
+        return Decision.no("read by a run-time check")
     if node.op in NON_ELEMENTAL:
         return Decision.no(f"{node.op} has no elemental form")
     if not users:
@@ -149,9 +154,11 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
 
 
 def fuse(graph: Graph) -> list[Kernel]:
-    """Partition `graph` into kernels in execution (topological) order."""
-    users = graph.users()
+    """Partition `graph` into kernels in execution (topological) order; checks are in none."""
+    # a check reads its operand outside every kernel: it is no user that could fuse it
+    users = {key: [u for u in readers if u.op not in CHECKS] for key, readers in graph.users().items()}
     outputs = graph.output_ids()
+    checked = {id(n.inputs[0]) for n in graph.nodes if n.op in CHECKS}
 
     def users_of(value: Value) -> list[Node]:
         return users.get(id(value), [])
@@ -170,6 +177,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     with_contraction: dict[int, list[Node]] = {}
     analysis = _Analysis({}, {})
     for node in reversed(graph.nodes):
+        if node.op in CHECKS:
+            continue
         node_users = users.get(id(node.out), [])
         if node.op == "constant":
             if node.out.type.size == 1:
@@ -188,8 +197,8 @@ def fuse(graph: Graph) -> list[Kernel]:
         # a second conv may share the kernel's accumulators when it joins every one there in a plain sum
         sums = node.op == "conv" and bool(held) and all(
             accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
-        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, alignment, contexts,
-                           feeds_reduce, bool(held), sums)
+        decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, id(node.out) in checked,
+                           alignment, contexts, feeds_reduce, bool(held), sums)
         if decision.fuse and node.op in ("dot", "conv"):
             for g in set(user_groups):
                 with_contraction.setdefault(g, []).append(node)
