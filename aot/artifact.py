@@ -26,7 +26,9 @@ import zstandard
 from aot.errors import ArtifactError
 
 MAGIC = b"AOTMODEL"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the container's (header and section table)
+# manifest format_version values this reader knows: 2 is 1 plus run-time checks (packaging/FORMAT.md)
+MANIFEST_VERSIONS = (1, 2)
 HEADER_SIZE = 64
 ENTRY_SIZE = 64
 MAX_SECTIONS = 64
@@ -341,8 +343,10 @@ def read_artifact(path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memor
         raise ArtifactError(f"section 'manifest': not valid UTF-8 JSON: {e}") from None
     if not isinstance(manifest, dict):
         raise ArtifactError("section 'manifest': top level is not a JSON object")
-    if manifest.get("format_version") != FORMAT_VERSION:
+    version = manifest.get("format_version")
+    if type(version) is not int or version not in MANIFEST_VERSIONS:
         raise ArtifactError(
-            f"section 'manifest': format_version {manifest.get('format_version')!r} (expected {FORMAT_VERSION})"
+            f"section 'manifest': format_version {version!r} "
+            f"(expected {' or '.join(str(v) for v in MANIFEST_VERSIONS)})"
         )
     return Artifact(manifest=manifest, sections=sections, table=table)

@@ -60,7 +60,7 @@ def _runtime_sources() -> Path:
 
 RUNTIME_DIR = _runtime_sources()
 LIB_NAME = "libaot_runtime.so"
-ABI_VERSION = 1
+ABI_VERSION = 2  # the oldest C runtime ABI this binding works with (2: AOT_ERR_CHECK_FAILED)
 
 # aot_status_t
 AOT_OK = 0
@@ -73,6 +73,7 @@ AOT_ERR_NO_MEMORY = 6
 AOT_ERR_SHAPE_MISMATCH = 7
 AOT_ERR_DTYPE_MISMATCH = 8
 AOT_ERR_INTERNAL = 9
+AOT_ERR_CHECK_FAILED = 10  # a run-time check of the model failed: RunError with the check's message
 
 # Statuses of aot_model_open_* that mean "this artifact is bad" (ArtifactError);
 # the rest (no memory, dlopen failure, ...) are RunError.
@@ -251,8 +252,8 @@ def _load(path: str) -> ctypes.CDLL:
         raise RunError(f"cannot load the C runtime {path}: {e}") from None
     _declare(lib)
     abi = lib.aot_abi_version()
-    if abi != ABI_VERSION:
-        raise RunError(f"C runtime {path} has ABI version {abi}, this binding needs {ABI_VERSION}")
+    if abi < ABI_VERSION:  # the ABI is append-only: a newer runtime serves this binding too
+        raise RunError(f"C runtime {path} has ABI version {abi}, this binding needs {ABI_VERSION} or later")
     return lib
 
 

@@ -37,7 +37,7 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 1u
+#define AOT_ABI_VERSION 2u /* 2: AOT_ERR_CHECK_FAILED */
 #define AOT_FORMAT_VERSION 1u
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -51,7 +51,11 @@ typedef enum aot_status {
   AOT_ERR_NO_MEMORY = 6,
   AOT_ERR_SHAPE_MISMATCH = 7,   /* a tensor's rank, dims or byte size differ */
   AOT_ERR_DTYPE_MISMATCH = 8,
-  AOT_ERR_INTERNAL = 9          /* dlopen/dlsym/pthread failures */
+  AOT_ERR_INTERNAL = 9,         /* dlopen/dlsym/pthread failures */
+  /* appended in ABI version 2 */
+  AOT_ERR_CHECK_FAILED = 10     /* aot_run: a run-time check of the model failed, e.g. an ONNX If
+                                   selected a branch that cannot run at the compiled shapes; the
+                                   message says which and why; the outputs are unspecified */
 } aot_status_t;
 
 typedef struct aot_error {
@@ -151,7 +155,10 @@ AOT_API void aot_context_destroy(aot_context_t* context); /* NULL is a no-op */
 
 /* Run the model. inputs/outputs are in manifest order; each tensor's dtype,
  * rank, dims and byte_size must equal the model's. Outputs are written into
- * the caller's buffers, which must not overlap the inputs. */
+ * the caller's buffers, which must not overlap the inputs. A model compiled
+ * with run-time checks returns AOT_ERR_CHECK_FAILED, with the first failing
+ * check's message, when these inputs need what was not compiled; the outputs
+ * are then unspecified. Which check fails does not depend on num_threads. */
 AOT_API aot_status_t aot_run(aot_context_t* context, const aot_tensor_t* inputs,
                              uint32_t input_count, aot_tensor_t* outputs,
                              uint32_t output_count, aot_error_t* out_error);

@@ -106,6 +106,21 @@ static aot_status_t check_tensor(const aot__tensor_desc_t* d, const aot_tensor_t
   return AOT_OK;
 }
 
+/* The model's run-time checks, on this thread after every kernel has finished (the
+ * pool returns after its final barrier), so the first failing check is the same
+ * whichever thread computed what. */
+static aot_status_t run_checks(aot_context_t* ctx, aot_error_t* err) {
+  const aot_model_t* m = ctx->model;
+  if (!m->checks) return aot__ok(err);
+  int32_t failed = m->checks(ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights);
+  if (failed == 0) return aot__ok(err);
+  if (failed < 0 || (uint32_t)failed > m->check_count)
+    return aot__fail(err, AOT_ERR_INTERNAL,
+                     "the model's checks function returned %d (it has %u checks)", failed,
+                     m->check_count);
+  return aot__fail(err, AOT_ERR_CHECK_FAILED, "%s", m->check_messages[failed - 1]);
+}
+
 aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
                      aot_tensor_t* outputs, uint32_t output_count, aot_error_t* err) {
   if (!ctx) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "context is NULL");
@@ -134,5 +149,5 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
   } else {
     m->entry(ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights);
   }
-  return aot__ok(err);
+  return run_checks(ctx, err);
 }

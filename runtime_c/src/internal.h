@@ -106,6 +106,9 @@ AOT_HIDDEN void aot__code_unload(aot__code_t* code);
 /* ---- model.c ---- */
 typedef void (*aot__entry_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
                               const uint8_t* weights);
+/* 0 when every run-time check passes, else 1 + the index of the first that fails */
+typedef int32_t (*aot__checks_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                                  const uint8_t* weights);
 typedef void (*aot__kernel_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
                                const uint8_t* weights, int64_t begin, int64_t end);
 
@@ -135,6 +138,9 @@ struct aot_model {
   aot__entry_fn entry;
   uint32_t kernel_count;
   aot__kernel_t* kernels;
+  uint32_t check_count;  /* manifest "checks"; 0: no checks function */
+  char** check_messages; /* check_count NUL-terminated messages */
+  aot__checks_fn checks;
 };
 
 /* ---- threadpool.c ---- */

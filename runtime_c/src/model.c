@@ -23,6 +23,11 @@
 
 #define MAX_RANK 32u
 #define MAX_ALIGN 4096
+/* manifest format_version: 1, or 2 = 1 plus "checks" (an older runtime refuses 2
+ * rather than run a model without its checks) */
+#define MANIFEST_VERSION_CHECKS 2
+/* the checks function returns 1 + an index as int32 */
+#define MAX_CHECKS (1u << 20)
 
 /* A string member without embedded NULs; *out borrowed from the JSON tree. */
 static aot_status_t get_string(const aot__json_t* obj, const char* key, const char* where,
@@ -156,6 +161,9 @@ void aot_model_close(aot_model_t* m) {
   if (m->kernels)
     for (uint32_t i = 0; i < m->kernel_count; i++) free(m->kernels[i].name);
   free(m->kernels);
+  if (m->check_messages)
+    for (uint32_t i = 0; i < m->check_count; i++) free(m->check_messages[i]);
+  free(m->check_messages);
   free(m->weights);
   free(m->name);
   free(m);
@@ -195,8 +203,48 @@ static aot_status_t load_weights(aot_model_t* m, const aot__container_t* c,
   return aot__section_decode(c, s, (uint64_t)align, &m->weights, err);
 }
 
+/* The manifest's "checks" (messages) and, when there is one, the checks function named by
+ * the chosen cpu entry's "checks" (default aot_model_checks). */
+static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const aot__json_t* cpu,
+                                int64_t version, aot_error_t* err) {
+  const aot__json_t* cs = aot__json_get(root, "checks");
+  if (!cs || cs->kind == AOT_JSON_NULL) return AOT_OK;
+  if (cs->kind != AOT_JSON_ARRAY)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"checks\" must be an array");
+  if (cs->count == 0) return AOT_OK;
+  if (version < MANIFEST_VERSION_CHECKS)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"checks\" needs format_version %d, not %lld",
+                     MANIFEST_VERSION_CHECKS, (long long)version);
+  if (cs->count > MAX_CHECKS)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: more than %u checks", MAX_CHECKS);
+  m->check_messages = calloc(cs->count, sizeof *m->check_messages);
+  if (!m->check_messages) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  uint32_t i = 0;
+  char where[64];
+  aot_status_t st;
+  for (const aot__json_t* k = cs->first; k; k = k->next, i++) {
+    snprintf(where, sizeof where, "manifest: checks[%u]", i);
+    if (k->kind != AOT_JSON_OBJECT)
+      return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
+    const char* message;
+    if ((st = get_string(k, "message", where, 1, &message, err))) return st;
+    if (!message[0]) return aot__fail(err, AOT_ERR_FORMAT, "%s: empty message", where);
+    size_t n = strlen(message) + 1;
+    m->check_messages[i] = malloc(n);
+    if (!m->check_messages[i]) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+    memcpy(m->check_messages[i], message, n);
+    m->check_count = i + 1;
+  }
+  const char* symbol;
+  if ((st = get_string(cpu, "checks", "manifest: cpu[" HOST_ARCH "]", 0, &symbol, err))) return st;
+  void* sym;
+  if ((st = aot__code_symbol(&m->code, symbol ? symbol : "aot_model_checks", &sym, err))) return st;
+  m->checks = (aot__checks_fn)sym;
+  return AOT_OK;
+}
+
 static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const aot__json_t* root,
-                              aot_error_t* err) {
+                              int64_t version, aot_error_t* err) {
   const aot__json_t* cpu = aot__json_get(root, "cpu");
   if (!cpu || cpu->kind != AOT_JSON_ARRAY)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"cpu\" must be an array");
@@ -230,6 +278,7 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
   void* sym;
   if ((st = aot__code_symbol(&m->code, entry, &sym, err))) return st;
   m->entry = (aot__entry_fn)sym;
+  if ((st = load_checks(m, root, pick, version, err))) return st;
 
   const aot__json_t* ks = aot__json_get(root, "kernels");
   if (!ks || ks->kind == AOT_JSON_NULL) return AOT_OK;
@@ -287,9 +336,10 @@ static aot_status_t open_model(const void* data, size_t size, aot_model_t* m, ao
   int64_t version;
   if ((st = get_int(root, "format_version", "manifest", 1, 0, INT64_MIN, INT64_MAX, &version, err)))
     goto done;
-  if (version != AOT_FORMAT_VERSION) {
-    st = aot__fail(err, AOT_ERR_UNSUPPORTED, "manifest: format_version %lld (expected %u)",
-                   (long long)version, AOT_FORMAT_VERSION);
+  if (version < AOT_FORMAT_VERSION || version > MANIFEST_VERSION_CHECKS) {
+    st = aot__fail(err, AOT_ERR_UNSUPPORTED,
+                   "manifest: format_version %lld (this runtime reads %u to %d)", (long long)version,
+                   AOT_FORMAT_VERSION, MANIFEST_VERSION_CHECKS);
     goto done;
   }
   const aot__json_t* model = aot__json_get(root, "model");
@@ -324,7 +374,7 @@ static aot_status_t open_model(const void* data, size_t size, aot_model_t* m, ao
   m->arena_bytes = (uint64_t)bytes;
   m->arena_align = (uint64_t)(align < 64 ? 64 : align);
   if ((st = load_weights(m, c, root, err))) goto done;
-  st = load_code(m, c, root, err);
+  st = load_code(m, c, root, version, err);
 done:
   aot__json_free(doc);
   free(text);

@@ -20,6 +20,7 @@ const char* aot_status_string(aot_status_t status) {
     case AOT_ERR_SHAPE_MISMATCH: return "shape mismatch";
     case AOT_ERR_DTYPE_MISMATCH: return "dtype mismatch";
     case AOT_ERR_INTERNAL: return "internal error";
+    case AOT_ERR_CHECK_FAILED: return "run-time check failed";
   }
   return "unknown status";
 }

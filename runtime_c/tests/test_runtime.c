@@ -27,8 +27,9 @@ static int g_checks = 0;
 #define N 148
 #define C 37
 
+/* format_version, arch, arch, extra cpu fields, kernel 1's symbol, extra top-level fields */
 static const char* kManifestFmt =
-    "{\"format_version\": 1,\n"
+    "{\"format_version\": %d,\n"
     " \"compiler\": {\"name\": \"aot\", \"version\": \"0.1.0\"},\n"
     " \"model\": {\"name\": \"axpb\", \"source_sha256\": \"00\"},\n"
     " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
@@ -37,11 +38,11 @@ static const char* kManifestFmt =
     " \"arena\": {\"bytes\": 592, \"alignment\": 64},\n"
     " \"weights\": {\"section\": \"weights\", \"bytes\": 148, \"alignment\": 64},\n"
     " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"triple\": \"t\", \"cpu\": \"c\","
-    " \"features\": \"\", \"entry\": \"aot_model_entry\"}],\n"
+    " \"features\": \"\", \"entry\": \"aot_model_entry\"%s}],\n"
     " \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": 148, \"ops\": [\"mul\"]},\n"
     "             {\"name\": \"k1\", \"symbol\": \"%s\", \"work\": 148},\n"
     "             {\"name\": \"k2\", \"symbol\": \"aot_kernel_2\", \"work\": 1}],\n"
-    " \"unknown_key\": {\"nested\": [1, 2.5e3, null, true, \"\\u00e9\"]}\n"
+    " \"unknown_key\": {\"nested\": [1, 2.5e3, null, true, \"\\u00e9\"]}%s\n"
     "}\n";
 
 #if defined(__x86_64__)
@@ -54,13 +55,30 @@ static uint8_t* g_code;
 static size_t g_code_size;
 static float g_w[C];
 
-static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, size_t* out_size) {
+static uint8_t* build_manifest(int version, const char* arch, const char* cpu_extra,
+                               const char* k1_symbol, const char* extra, int zstd_code,
+                               size_t* out_size) {
   char manifest[4096];
-  snprintf(manifest, sizeof manifest, kManifestFmt, arch, arch, k1_symbol);
+  snprintf(manifest, sizeof manifest, kManifestFmt, version, arch, arch, cpu_extra, k1_symbol,
+           extra);
   char secname[32];
   snprintf(secname, sizeof secname, "cpu.%s", arch);
   tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {secname, g_code, g_code_size, zstd_code}};
   return tw_pack(manifest, secs, 2, out_size);
+}
+
+static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, size_t* out_size) {
+  return build_manifest(1, arch, "", k1_symbol, "", zstd_code, out_size);
+}
+
+#define CHECK_MESSAGES \
+  ",\n \"checks\": [{\"message\": \"x[0] must be below 1000\"}, {\"message\": \"y[1] too big\"}]"
+
+/* The test model with its two run-time checks, through the checks function `symbol`. */
+static uint8_t* build_checked(const char* symbol, size_t* out_size) {
+  char cpu_extra[128];
+  snprintf(cpu_extra, sizeof cpu_extra, ", \"checks\": \"%s\"", symbol);
+  return build_manifest(2, ARCH, cpu_extra, "aot_kernel_1", CHECK_MESSAGES, 1, out_size);
 }
 
 static void fill_input(float* x, int seed) {
@@ -312,7 +330,9 @@ static void test_manifest_errors(void) {
   } cases[] = {
       {"[1]", AOT_ERR_FORMAT, "top level is not a JSON object"},
       {"{\"format_version\": 1,}", AOT_ERR_FORMAT, "JSON error at byte"},
-      {"{\"format_version\": 2}", AOT_ERR_UNSUPPORTED, "format_version 2"},
+      {"{\"format_version\": 3}", AOT_ERR_UNSUPPORTED,
+       "format_version 3 (this runtime reads 1 to 2)"},
+      {"{\"format_version\": 0}", AOT_ERR_UNSUPPORTED, "format_version 0"},
       {"{\"format_version\": 1, \"format_version\": 1}", AOT_ERR_FORMAT, "duplicate key"},
       {"{\"format_version\": 1}", AOT_ERR_FORMAT, "\"inputs\" must be an array"},
       {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"complex64\", "
@@ -354,6 +374,92 @@ static void test_manifest_errors(void) {
   tw_section_t junk = {"cpu." ARCH, kJunk, sizeof kJunk, 0};
   art = tw_pack(manifest, &junk, 1, &size);
   expect_open_error(art, size, AOT_ERR_FORMAT, "not an ELF image", "junk code");
+  free(art);
+}
+
+/* Runs `ctx` on the standard input with x[0] and x[1] replaced; returns the status. */
+static aot_status_t run_with(aot_context_t* ctx, float x0, float x1, aot_error_t* err) {
+  float x[N], y[N], s;
+  fill_input(x, 2);
+  x[0] = x0;
+  x[1] = x1;
+  aot_status_t st = run_once(ctx, x, y, &s, err);
+  if (st == AOT_OK && !check_result(x, y, s)) return AOT_ERR_INTERNAL; /* wrong answer */
+  return st;
+}
+
+static void test_checks(void) {
+  CHECK(strcmp(aot_status_string(AOT_ERR_CHECK_FAILED), "run-time check failed") == 0,
+        "check status string");
+  size_t size;
+  uint8_t* art = build_checked("aot_model_checks", &size);
+  aot_error_t err;
+  aot_model_t* m = NULL;
+  CHECK(aot_model_open_memory(art, size, &m, &err) == AOT_OK, "open checked: %s", err.message);
+  free(art);
+  if (!m) return;
+  for (uint32_t threads = 1; threads <= 4; threads += 3) {
+    aot_context_options_t opt = {sizeof opt, threads};
+    aot_context_t* ctx = NULL;
+    CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
+    if (!ctx) continue;
+    for (int rep = 0; rep < 20; rep++) { /* the verdict must not depend on the threads' race */
+      CHECK(run_with(ctx, 1.0f, 2.0f, &err) == AOT_OK && err.message[0] == 0,
+            "threads=%u passing run: %s", threads, err.message);
+      aot_status_t st = run_with(ctx, 5000.0f, 2.0f, &err);
+      CHECK(st == AOT_ERR_CHECK_FAILED && err.code == st &&
+                strcmp(err.message, "x[0] must be below 1000") == 0,
+            "threads=%u check 0: %d '%s'", threads, st, err.message);
+      st = run_with(ctx, 1.0f, 5000.0f, &err);
+      CHECK(st == AOT_ERR_CHECK_FAILED && strcmp(err.message, "y[1] too big") == 0,
+            "threads=%u check 1: %d '%s'", threads, st, err.message);
+      st = run_with(ctx, 5000.0f, 5000.0f, &err);
+      CHECK(st == AOT_ERR_CHECK_FAILED && strcmp(err.message, "x[0] must be below 1000") == 0,
+            "threads=%u both fail, the first is reported: '%s'", threads, err.message);
+    }
+    aot_context_destroy(ctx);
+  }
+  aot_model_close(m);
+
+  /* A checks function that answers out of range is the code's fault, not the input's. */
+  art = build_checked("aot_model_checks_broken", &size);
+  m = NULL;
+  CHECK(aot_model_open_memory(art, size, &m, &err) == AOT_OK, "open broken: %s", err.message);
+  free(art);
+  aot_context_t* ctx = NULL;
+  if (m && aot_context_create(m, NULL, &ctx, &err) == AOT_OK) {
+    aot_status_t st = run_with(ctx, 1.0f, 2.0f, &err);
+    CHECK(st == AOT_ERR_INTERNAL && strstr(err.message, "returned 3 (it has 2 checks)"), "%d '%s'",
+          st, err.message);
+    aot_context_destroy(ctx);
+  }
+  aot_model_close(m);
+
+  art = build_checked("aot_model_no_such_checks", &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "aot_model_no_such_checks", "missing checks symbol");
+  free(art);
+  /* checks in a format-1 manifest: an older runtime would have run without them */
+  art = build_manifest(1, ARCH, "", "aot_kernel_1", CHECK_MESSAGES, 1, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "\"checks\" needs format_version 2", "checks in v1");
+  free(art);
+  static const struct {
+    const char* checks;
+    const char* needle;
+  } bad[] = {
+      {",\"checks\": {}", "\"checks\" must be an array"},
+      {",\"checks\": [1]", "checks[0]: must be an object"},
+      {",\"checks\": [{\"message\": \"a\"}, {}]", "checks[1]: missing \"message\""},
+      {",\"checks\": [{\"message\": \"\"}]", "checks[0]: empty message"},
+      {",\"checks\": [{\"message\": 7}]", "\"message\" must be a string"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    art = build_manifest(2, ARCH, "", "aot_kernel_1", bad[i].checks, 1, &size);
+    expect_open_error(art, size, AOT_ERR_FORMAT, bad[i].needle, bad[i].checks);
+    free(art);
+  }
+  /* Format 2 without checks (or with none) opens and runs like format 1. */
+  art = build_manifest(2, ARCH, "", "aot_kernel_1", ",\"checks\": []", 1, &size);
+  test_basic(art, size);
   free(art);
 }
 
@@ -413,6 +519,7 @@ int main(int argc, char** argv) {
   test_basic(art, size);
   free(art);
   test_manifest_errors();
+  test_checks();
   free(g_code);
   printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;

@@ -4,7 +4,9 @@
  * weights: w float32 [37] at offset 0
  * arena:   t float32 [148] at offset 0
  * outputs: y float32 [4,37] = x * w + 1;  s float32 [] = sum(y)
- * kernels: 0: t = x * w (148 items), 1: y = t + 1 (148), 2: s = sum(y) (1) */
+ * kernels: 0: t = x * w (148 items), 1: y = t + 1 (148), 2: s = sum(y) (1)
+ * checks:  0: x[0] < 1000, 1: y[1] < 1001 (read after the last kernel, as
+ *          compiled checks are); aot_model_checks_broken answers out of range */
 #include <stdint.h>
 
 #define N 148
@@ -49,4 +51,25 @@ __attribute__((visibility("default"))) void aot_model_entry(const void* const* i
   aot_kernel_0(in, out, arena, weights, 0, N);
   aot_kernel_1(in, out, arena, weights, 0, N);
   aot_kernel_2(in, out, arena, weights, 0, 1);
+}
+
+__attribute__((visibility("default"))) int32_t aot_model_checks(const void* const* in,
+                                                               void* const* out, uint8_t* arena,
+                                                               const uint8_t* weights) {
+  (void)arena;
+  (void)weights;
+  if (!(((const float*)in[0])[0] < 1000.0f)) return 1;
+  if (!(((const float*)out[0])[1] < 1001.0f)) return 2;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int32_t aot_model_checks_broken(const void* const* in,
+                                                                      void* const* out,
+                                                                      uint8_t* arena,
+                                                                      const uint8_t* weights) {
+  (void)in;
+  (void)out;
+  (void)arena;
+  (void)weights;
+  return 3;
 }
