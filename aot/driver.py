@@ -17,6 +17,9 @@ from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 
 FORMAT_VERSION = 1
+# manifest format_version of an artifact with run-time checks: runtimes that predate
+# checks refuse it, where they would otherwise ignore the checks (packaging/FORMAT.md)
+CHECKS_FORMAT_VERSION = 2
 TARGETS = ("cpu",)
 
 
@@ -117,7 +120,7 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: 
     def tensor(value: Any, name: str) -> dict[str, Any]:
         return {"name": name, "dtype": value.type.dtype.manifest_name, "shape": list(value.type.shape)}
 
-    return {
+    manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "compiler": {"name": "aot", "version": __version__},
         "model": {"name": model_name, "source_sha256": source_sha},
@@ -142,6 +145,14 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: 
         "values": [{"name": name, "kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
                    for name, s in sorted(plan.slices.items())],
     }
+    if plan.checks:  # a model without checks keeps format 1 and the same bytes as before checks existed
+        from aot.codegen.cpu.kernel import CHECKS_SYMBOL
+
+        manifest["format_version"] = CHECKS_FORMAT_VERSION
+        for cpu in manifest["cpu"]:
+            cpu["checks"] = CHECKS_SYMBOL
+        manifest["checks"] = [{"message": c.message, "node": c.loc, "value": c.ok.name} for c in plan.checks]
+    return manifest
 
 
 def compile_model(

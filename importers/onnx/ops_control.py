@@ -6,7 +6,12 @@ enclosing graph through the same op table:
 - If: a condition known at compile time inlines its branch alone; a run-time
   condition inlines both branches and selects between their outputs, which
   needs both to have the same types (the branches are pure, so computing both
-  is only a cost).
+  is only a cost). A branch that cannot be lowered at the compiled shapes (a
+  Reshape or Conv that does not fit, say the 8 kHz branch of a voice
+  detector compiled for 16 kHz chunks) is left out: the other branch alone
+  is compiled, with a run-time check (ops/checks.py) that fails the run with
+  the branch's lowering error if the condition ever selects it. Checks made
+  inside a branch are guarded by the condition that selects the branch.
 - Loop: unrolled; the trip count must be known at compile time and the
   condition must fold to a constant after every iteration (a loop whose exit
   depends on run-time data has a data-dependent shape).
@@ -23,7 +28,9 @@ from contextlib import contextmanager
 import numpy as np
 import onnx
 
+from aot.errors import ModelError
 from aot.ir import DType, Value
+from aot.ops import CHECKS
 
 from .context import Ctx, NodeArgs, op_registry, take_index
 
@@ -143,15 +150,24 @@ def _if(ctx: Ctx, a: NodeArgs) -> list[Value]:
         branch, what = (then_branch, "then_branch") if bool(known) else (else_branch, "else_branch")
         return _inline(ctx, branch, [], what)
     # run-time condition: both branches, then a select per output
-    then_out = _inline(ctx, then_branch, [], "then_branch")
-    else_out = _inline(ctx, else_branch, [], "else_branch")
-    if len(then_out) != len(else_out):
-        raise ctx.error(f"branches have {len(then_out)} and {len(else_out)} outputs")
     if cond.type.size != 1:
         raise ctx.error(f"condition must have one element, got {cond.type}")
     flag = ctx.reshape(cond, ())
     if flag.type.dtype is not DType.BOOL:
         flag = ctx.op("compare", [flag, ctx.full(0, flag.type)], direction="ne")
+    then_out, then_error = _try_branch(ctx, then_branch, "then_branch", flag, taken_when=True)
+    else_out, else_error = _try_branch(ctx, else_branch, "else_branch", flag, taken_when=False)
+    if then_out is not None and else_out is None:
+        _check(ctx, flag, _cannot_run(ctx, "else_branch", else_error))
+        return then_out
+    if else_out is not None and then_out is None:
+        _check(ctx, ctx.op("not", [flag]), _cannot_run(ctx, "then_branch", then_error))
+        return else_out
+    if then_out is None or else_out is None:
+        raise ctx.error(f"neither branch can run at the compiled shapes: then_branch: {then_error}; "
+                        f"else_branch: {else_error}")
+    if len(then_out) != len(else_out):
+        raise ctx.error(f"branches have {len(then_out)} and {len(else_out)} outputs")
     results = []
     for i, (t, e) in enumerate(zip(then_out, else_out)):
         if t.type != e.type:
@@ -160,6 +176,44 @@ def _if(ctx: Ctx, a: NodeArgs) -> list[Value]:
         mask = ctx.broadcast_in_dims(flag, t.type.shape, ())
         results.append(ctx.op("select", [mask, t, e]))
     return results
+
+
+def _try_branch(ctx: Ctx, branch: onnx.GraphProto, what: str, flag: Value,
+                taken_when: bool) -> tuple[list[Value] | None, str]:
+    """(outputs, "") of `branch` inlined, or (None, why) when it cannot be lowered at these shapes.
+
+    Only a ModelError means that (a shape rule or an attribute that does not fit
+    the compiled shapes); an unsupported op or an importer bug still fails the
+    compile. A branch runs only when `flag` is `taken_when`, so a check made
+    inside it must hold only then; a failed branch leaves no check behind.
+    """
+    first = len(ctx.graph.nodes)
+    try:
+        outputs = _inline(ctx, branch, [], what)
+    except ModelError as err:
+        # its other nodes are pure and dead: the importer's DCE drops them
+        ctx.graph.remove_nodes([n for n in ctx.graph.nodes[first:] if n.op in CHECKS])
+        return None, str(err)
+    inner = [n for n in ctx.graph.nodes[first:] if n.op in CHECKS]
+    if not inner:
+        return outputs, ""
+    ctx.graph.remove_nodes(inner)
+    not_taken = ctx.op("not", [flag]) if taken_when else flag
+    for n in inner:  # in their order, so the first failing one is still reported first
+        ctx.b.loc = n.loc
+        _check(ctx, ctx.op("or", [not_taken, n.inputs[0]]), n.attrs["message"])
+    ctx.b.loc = ctx.node_name
+    return outputs, ""
+
+
+def _cannot_run(ctx: Ctx, what: str, why: str) -> str:
+    return (f"node '{ctx.node_name}' ({ctx.node_op}, opset {ctx.opset}): the condition selected {what}, "
+            f"which cannot run at the compiled shapes: {why}")
+
+
+def _check(ctx: Ctx, ok: Value, message: str) -> None:
+    """Fail the run with `message` where `ok` is false (a root of its own: nothing reads it)."""
+    ctx.b.op("check", [ok], message=message)
 
 
 # -- Loop ---------------------------------------------------------------------------

@@ -4,11 +4,20 @@
                         const uint8_t* weights, int64_t begin, int64_t end);
     void aot_model_entry(const void* const* inputs, void* const* outputs, uint8_t* arena,
                          const uint8_t* weights);
+    int32_t aot_model_checks(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                             const uint8_t* weights);   /* only when the plan has checks */
 
 A kernel loops over its root's output: work item w is one innermost row
 (w = the flat index over all dims but the last); items [begin, end) are
 independent, so a thread pool may split them. The entry runs every kernel
 over all of its items, in plan order.
+
+The checks function evaluates the plan's run-time checks (ops/checks.py) in
+order and returns 1 + the index of the first that fails, 0 when all pass.
+The runtime calls it on one thread after the last kernel, whether the entry
+or its thread pool ran the kernels, so the answer does not depend on how the
+work was split. It is a function of its own so that the entry keeps one
+signature (void) and a model without checks compiles exactly as before.
 """
 from __future__ import annotations
 
@@ -31,6 +40,9 @@ I8P = I8.as_pointer()
 I8PP = I8P.as_pointer()
 KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I8PP, I8P, I8P, I64, I64])
 ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I8PP, I8P, I8P])
+I32 = ir.IntType(32)
+CHECKS_TYPE = ir.FunctionType(I32, [I8PP, I8PP, I8P, I8P])
+CHECKS_SYMBOL = "aot_model_checks"
 ARG_NAMES = ("inputs", "outputs", "arena", "weights", "begin", "end")
 
 
@@ -202,4 +214,24 @@ def emit_entry(module: ir.Module, kernels: list[tuple[ir.Function, int]]) -> ir.
     for kernel_fn, items in kernels:
         builder.call(kernel_fn, [*fn.args, const_i64(0), const_i64(items)])
     builder.ret_void()
+    return fn
+
+
+def emit_checks(module: ir.Module, plan: ExecutionPlan) -> ir.Function:
+    """`aot_model_checks`: 1 + the index of the first of `plan.checks` whose boolean is false, else 0."""
+    fn = ir.Function(module, CHECKS_TYPE, name=CHECKS_SYMBOL)
+    fn.attributes.add("nounwind")
+    for arg, name in zip(fn.args, ARG_NAMES):
+        arg.name = name
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    for index, check in enumerate(plan.checks):
+        where = plan.slices.get(check.ok.name)
+        if where is None:
+            raise CodegenError(f"check {index} ({check.loc or 'no source node'}): "
+                               f"value %{check.ok.name} has no buffer slice")
+        byte = builder.load(_base_pointer(builder, fn, where, check.ok), name=f"check{index}.byte")
+        failed = builder.icmp_unsigned("==", byte, ir.Constant(I8, 0), name=f"check{index}.failed")
+        with builder.if_then(failed, likely=False):
+            builder.ret(ir.Constant(I32, index + 1))
+    builder.ret(ir.Constant(I32, 0))
     return fn
