@@ -271,3 +271,11 @@ def test_const_fold_agrees_with_the_check():
                                           "%ok = constant() {value = dense<false>} : i1[]"))
     with pytest.raises(RunError, match='^max of "x" must stay below t$'):
         ConstFold().run(failing)
+
+
+def test_a_constant_operand_is_read_from_the_weights_when_nothing_folded_it():
+    graph = parse_graph(CHECKED.replace("%ok = compare(%m, %t) {direction = \"lt\"} : i1[]",
+                                        "%ok = constant() {value = dense<true>} : i1[]"))
+    plan = assign_buffers(graph, fuse(graph))
+    where = plan.slices["ok"]
+    assert where.kind == "weights" and plan.weights[where.offset] == 1
