@@ -50,6 +50,26 @@ def test_input_names_survive_sanitizing():
     assert [v.name for v in g.inputs] == ["x", "flag"]
 
 
+def test_add_input_keeps_the_exact_name_and_gives_its_value_a_fresh_identifier():
+    g = Graph("names")
+    first = g.add_input("gpu_0/data_0", TensorType(DType.F32, (2,)))
+    second = g.add_input("gpu_0:data_0", TensorType(DType.F32, (2,)))  # sanitizes to the same identifier
+    assert g.input_names == ["gpu_0/data_0", "gpu_0:data_0"]
+    assert first.name == "gpu_0_data_0" and second.name not in ("gpu_0_data_0", "")
+    g.add_output(Builder(g).op("add", [first, second]), "out/sum")
+    verify_graph(g)
+    assert parse_graph(print_graph(g)).input_names == g.input_names
+
+
+def test_verifier_refuses_two_inputs_with_one_name():
+    g = Graph("twice")
+    x = g.add_input("x", TensorType(DType.F32, (2,)))
+    g.add_input("x", TensorType(DType.F32, (2,)))
+    g.add_output(x, "y")
+    with pytest.raises(IRError, match="input names are not unique"):
+        verify_graph(g)
+
+
 def test_float_constants_round_trip_exactly():
     values = np.array([0.1, 1 / 3, 1e-30, -0.0, 3.4e38, np.finfo(np.float32).tiny], np.float32)
     g = Graph("c")

@@ -147,3 +147,17 @@ def test_missing_file_and_bytecode_are_model_errors(tmp_path):
     bytecode.write_bytes(b"ML\xefR\xff\x00")
     with pytest.raises(ModelError, match="not UTF-8"):
         import_stablehlo(bytecode)
+
+
+def test_input_and_output_names_are_jax_names_exactly():
+    text = """\
+func.func public @main(%arg0: tensor<2xf32> {jax.arg_info = "params['w']"}, %arg1: tensor<2xf32> {jax.arg_info = "x"},
+                       %arg2: tensor<2xf32> {jax.arg_info = "x"}) -> (tensor<2xf32> {jax.result_info = "result[0]"}) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<2xf32>
+  %1 = stablehlo.add %0, %arg2 : tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+"""
+    graph = import_text(text, shapes={"params['w']": (2,)})
+    assert graph.input_names == ["params['w']", "x", "arg2"]  # a repeated name falls back to argN: feeds need distinct names
+    assert graph.output_names == ["result[0]"]
