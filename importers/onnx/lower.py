@@ -17,7 +17,7 @@ from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
 from aot.passes.dce import DeadCodeElim
 
-from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape
+from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_ml, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape, ops_trees
 from .context import Ctx, NodeArgs, parse_attrs
 from .loader import InputSpec
 
@@ -30,6 +30,8 @@ for _module in (ops_elementwise, ops_attention, ops_control, ops_index, ops_loss
         OP_TABLE[_op_type] = _fn
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# op tables by node domain: the ai.onnx.ml ops (classic ML pipelines) are accepted in their own domain only
+DOMAIN_TABLES: dict[str, dict[str, Lowering]] = {"": OP_TABLE, "ai.onnx": OP_TABLE, "ai.onnx.ml": {**ops_ml.OPS, **ops_trees.OPS}}
 
 
 def supported_ops() -> list[str]:
@@ -44,7 +46,7 @@ def check_supported(graph: onnx.GraphProto, opsets: dict[str, int]) -> None:
     problems = []
     for index, node in enumerate(graph.node):
         domain = node.domain or ""
-        if domain in DEFAULT_DOMAINS and node.op_type in OP_TABLE:
+        if node.op_type in DOMAIN_TABLES.get(domain, {}):
             continue
         if domain in DEFAULT_DOMAINS:
             where = f"opset {opsets.get('', opsets.get('ai.onnx', 0))}"
@@ -102,7 +104,7 @@ def _lower_node(ctx: Ctx, node: onnx.NodeProto, index: int) -> None:
         operands.append(ctx.value(input_name))
     args = NodeArgs(node, operands, parse_attrs(node))
     try:
-        outputs = OP_TABLE[node.op_type](ctx, args)
+        outputs = DOMAIN_TABLES[node.domain or ""][node.op_type](ctx, args)
     except AotError as err:
         if name in str(err):
             raise
