@@ -114,6 +114,8 @@ def default_opset(proto: onnx.ModelProto) -> int:
     for entry in proto.opset_import:
         if entry.domain in ("", "ai.onnx"):
             return int(entry.version)
+    if any(entry.domain == "ai.onnx.ml" for entry in proto.opset_import):
+        return 0  # a graph of ai.onnx.ml ops only (a lone TreeEnsemble): no default op reads the opset
     raise ModelError("model imports no version of the default ONNX domain (opset_import)")
 
 
