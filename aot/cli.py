@@ -174,6 +174,51 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
                    f"min {min(timings):.3f} ms over {repeat} runs ({threads} thread(s))")
 
 
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--artifact", type=click.Path(dir_okay=False, path_type=Path), help="an .aot built from MODEL (default: compile MODEL now)")
+@click.option("--shape", "shape", multiple=True, help="fix an input's shape: NAME=1x3x224x224 (repeatable)")
+@click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)")
+@click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded")
+@click.option("--cpu", default="native", show_default=True, help="CPU to compile for (this machine must run it)")
+@click.option("--threads", type=int, default=1, show_default=True, help="worker threads of the compiled run")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed for the inputs")
+@click.option("--atol", type=float, default=1e-4, show_default=True, help="absolute tolerance")
+@click.option("--rtol", type=float, default=1e-3, show_default=True, help="relative tolerance")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+def verify(model: Path, artifact: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], inputs: tuple[str, ...],
+           cpu: str, threads: int, seed: int, atol: float, rtol: float, as_json: bool) -> None:
+    """Compile MODEL (or take --artifact), run it and onnxruntime on the same inputs, compare
+    every output; on a mismatch name the first kernel (or pass) that diverges. Exit status 1
+    on a mismatch or an error."""
+    from aot.verify import check_runnable, format_report, verify as run_verify
+
+    try:
+        check_runnable(cpu)
+        known = _model_input_names(model)
+        report = run_verify(model, shapes=parse_shape_option(shape), bind=_load_arrays(bind, "--bind", known),
+                            inputs=_load_arrays(inputs, "--input", known), artifact=artifact, cpu=cpu, threads=threads,
+                            seed=seed, atol=atol, rtol=rtol)
+    except AotError as err:
+        _fail(err)
+        return
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_report(report))
+    if not report.ok:
+        sys.exit(1)
+
+
+def _model_input_names(model: Path) -> list[str]:
+    """The ONNX model's input names ([] for other formats or an unreadable file: the compile says why)."""
+    if model.suffix in (".mlir", ".stablehlo"):
+        return []
+    try:
+        from aot.importers.onnx import load_model
+
+        return [i.name for i in load_model(model).graph.input]
+    except AotError:
+        return []
+
+
 def output_file_name(name: str) -> str:
     """The .npy file for output NAME: the name itself, with '/', '\\', NUL and '%' percent-encoded
     so that every output is one file inside --output-dir ('gpu_0/softmax_1' -> 'gpu_0%2Fsoftmax_1.npy')."""

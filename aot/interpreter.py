@@ -17,6 +17,19 @@ from aot.ops import evaluate
 
 def interpret(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Evaluate `graph` on named inputs; returns outputs in graph order."""
+    env = _evaluate(graph, feeds)
+    return [np.array(env[id(v)]) for v in graph.outputs]
+
+
+def interpret_values(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every value of `graph` on named inputs, by value name (to compare intermediate results)."""
+    env = _evaluate(graph, feeds)
+    values = {v.name: env[id(v)] for v in graph.inputs}
+    values.update((node.out.name, env[id(node.out)]) for node in graph.nodes)
+    return values
+
+
+def _evaluate(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
     env: dict[int, np.ndarray] = {}
     for value in graph.inputs:
         if value.name not in feeds:
@@ -27,4 +40,4 @@ def interpret(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]
         env[id(value)] = array.astype(value.type.dtype.to_numpy(), copy=False)
     for node in graph.nodes:
         env[id(node.out)] = evaluate(node.op, [env[id(v)] for v in node.inputs], node.attrs, node.out.type)
-    return [np.array(env[id(v)]) for v in graph.outputs]
+    return env

@@ -2,7 +2,7 @@
 
     python benchmarks/compare_artifacts.py BEFORE.aot AFTER.aot [--runs 25]
 
-Loads each artifact's CPU code with ctypes (profile_kernels.load_code) and
+Loads each artifact's CPU code with ctypes (aot.kernel_runner.load_code) and
 calls the model entry single-threaded, alternating the two, so noise on this
 shared machine hits both alike. Both artifacts must take the same inputs.
 Prints medians and the speedup (above 1: AFTER is faster). An artifact built
@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import profile_kernels  # noqa: E402
+from aot.kernel_runner import load_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("after", type=Path)
     parser.add_argument("--runs", type=int, default=25)
     args = parser.parse_args(argv)
-    first_code, second_code = profile_kernels.load_code(args.before), profile_kernels.load_code(args.after)
+    first_code, second_code = load_code(args.before), load_code(args.after)
     before, after = first_code.run_entry, second_code.run_entry
     if first_code.manifest["inputs"] != second_code.manifest["inputs"]:
         raise SystemExit(f"{args.before} and {args.after} take different inputs: not two builds of one model")

@@ -13,75 +13,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from aot.artifact import read_artifact
-
-
-def _aligned(nbytes: int) -> np.ndarray:
-    """A zeroed uint8 buffer whose data starts on a 64-byte boundary (arena and weights alignment)."""
-    raw = np.zeros(nbytes + 128, np.uint8)
-    start = (-raw.ctypes.data) % 64
-    return raw[start:start + nbytes + 64]
-
-
-def _tensor(spec: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
-    dtype = np.dtype(spec["dtype"])
-    shape = tuple(spec["shape"])
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, shape).astype(dtype)
-    return rng.integers(0, 4, shape).astype(dtype)
-
-
-def _load(artifact_path: Path) -> tuple[dict[str, Any], ctypes.CDLL, bytes]:
-    artifact = read_artifact(artifact_path)
-    manifest = artifact.manifest
-    section = manifest["cpu"][0]["section"]
-    fd, so_path = tempfile.mkstemp(suffix=".so")
-    with os.fdopen(fd, "wb") as f:
-        f.write(artifact.sections[section])
-    lib = ctypes.CDLL(so_path)
-    os.unlink(so_path)
-    return manifest, lib, artifact.sections.get("weights", b"")
-
-
-@dataclass
-class LoadedCode:
-    """An artifact's CPU code loaded with ctypes, with seeded inputs and its own
-    arena and weights: `args` is what the entry and every kernel take first."""
-
-    manifest: dict[str, Any]
-    lib: ctypes.CDLL
-    args: tuple[Any, ...]
-    buffers: tuple[Any, ...]  # the arrays `args` points into, kept alive here
-
-    def run_entry(self) -> None:
-        self.lib.aot_model_entry(*self.args)
-
-
-def load_code(artifact_path: Path) -> LoadedCode:
-    manifest, lib, weight_bytes = _load(artifact_path)
-    rng = np.random.default_rng(0)
-    ins = [_tensor(spec, rng) for spec in manifest["inputs"]]
-    outs = [np.zeros(spec["shape"], np.dtype(spec["dtype"])) for spec in manifest["outputs"]]
-    arena = _aligned(manifest["arena"]["bytes"])
-    weights = _aligned(len(weight_bytes))
-    weights[:len(weight_bytes)] = np.frombuffer(weight_bytes, np.uint8)
-    args = ((ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins]),
-            (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs]),
-            ctypes.c_void_p(arena.ctypes.data), ctypes.c_void_p(weights.ctypes.data))
-    return LoadedCode(manifest, lib, args, (ins, outs, arena, weights))
+from aot.kernel_runner import load_code
 
 
 def profile(artifact_path: Path, runs: int) -> list[tuple[float, dict[str, Any]]]:

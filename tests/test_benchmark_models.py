@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 import make_benchmarks  # noqa: E402
 
 import aot  # noqa: E402
+from aot.verify import format_report, verify  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +29,13 @@ def bench_dir(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", make_benchmarks.MODELS)
-def test_benchmark_model_matches_onnxruntime(name: str, bench_dir: Path) -> None:
+def test_aot_verify_passes_on_benchmark_model(name: str, bench_dir: Path) -> None:
+    # aot verify: compile, run beside onnxruntime on the model's own input, every output in tolerance
     model = make_benchmarks.make(name, bench_dir)
     x = np.load(bench_dir / f"{name}.input.npy")
-    artifact = bench_dir / f"{name}.aot"
-    aot.compile(model, artifact)
-    (ours,) = aot.Session(artifact).run(None, {"x": x})
-    (theirs,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    assert ours.shape == theirs.shape
-    np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4)
+    report = verify(model, inputs={"x": x})
+    assert report.reference == "onnxruntime"
+    assert report.ok, format_report(report)
 
 
 def test_benchmark_models_are_seeded(bench_dir: Path) -> None:
