@@ -56,6 +56,7 @@ class SklearnCase:
     data: str  # iris | breast_cancer | diabetes | digits | categories
     estimator: str  # what make_estimator builds
     targets: int = 1  # regressors: columns of y
+    ml_opset: int | None = None  # the ai.onnx.ml opset to export for, where skl2onnx's default fails
 
 
 SKLEARN_CASES = {
@@ -76,6 +77,7 @@ SKLEARN_CASES = {
     "boosting_regressor": SklearnCase("diabetes", "boosting_regressor"),
     "extra_trees_classifier": SklearnCase("iris", "extra_trees_classifier"),
     "extra_trees_regressor": SklearnCase("diabetes", "extra_trees_regressor"),
+    "isolation_forest": SklearnCase("breast_cancer", "isolation_forest", ml_opset=3),  # trees + LabelEncoder
 }
 
 
@@ -117,6 +119,7 @@ def make_estimator(kind: str):
         "boosting_regressor": lambda: ensemble.GradientBoostingRegressor(n_estimators=5, max_depth=3, random_state=0),
         "extra_trees_classifier": lambda: ensemble.ExtraTreesClassifier(n_estimators=5, max_depth=4, random_state=0),
         "extra_trees_regressor": lambda: ensemble.ExtraTreesRegressor(n_estimators=5, max_depth=4, random_state=0),
+        "isolation_forest": lambda: ensemble.IsolationForest(n_estimators=5, random_state=0),
     }
     return builders[kind]()
 
@@ -146,7 +149,9 @@ def test_sklearn_pipeline_matches_onnxruntime(case, tmp_path):
     if spec.estimator == "imputer_scaler_linear":
         x = x.copy()
         x[RNG.random(x.shape) < 0.1] = np.nan  # the imputer's means fill these
-    model = export(estimator, x, options={"zipmap": False} if hasattr(estimator, "predict_proba") else None)
+    options = {"zipmap": False} if hasattr(estimator, "predict_proba") else None
+    opsets = {"": 17, "ai.onnx.ml": spec.ml_opset} if spec.ml_opset else None
+    model = export(estimator, x, options=options, target_opset=opsets)
     feeds = {model.graph.input[0].name: x}
     got = run_aot(model, feeds, tmp_path / f"{case}.aot")
     want = run_onnxruntime(model, feeds)

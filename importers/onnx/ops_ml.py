@@ -92,7 +92,7 @@ def _normalizer(ctx: Ctx, a: NodeArgs) -> list[Value]:
 
 @op("Binarizer")
 def _binarizer(ctx: Ctx, a: NodeArgs) -> list[Value]:
-    """Y = 1 where X > threshold, else 0, in X's type."""
+    """Y = 1 where X > threshold, else 0, in X's type (NaN gives 0; onnxruntime fails the run)."""
     x = a.inputs[0]
     threshold = float(a.attr("threshold", 0.0))
     # integers compare in float64, where any float32 threshold is exact
@@ -155,8 +155,8 @@ def _array_feature_extractor(ctx: Ctx, a: NodeArgs) -> list[Value]:
 
 @op("OneHotEncoder")
 def _one_hot_encoder(ctx: Ctx, a: NodeArgs) -> list[Value]:
-    """Y[..., c] = 1.0 where int64(X) is category c. An unknown category gives a row of zeros, also
-    with zeros=0, where onnxruntime fails the run instead (an artifact has no run-time errors)."""
+    """Y[..., c] = 1.0 where int64(X) (truncated; NaN reads as 0) is category c. An unknown category gives
+    a row of zeros, also with zeros=0, where onnxruntime fails the run instead (an artifact has no run-time errors)."""
     _refuse_strings(ctx, a, "cats_strings")
     x = a.inputs[0]
     cats = [int(c) for c in a.attr("cats_int64s", [])]
