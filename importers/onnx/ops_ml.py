@@ -5,10 +5,10 @@ LabelEncoder, LinearRegressor, LinearClassifier. Each follows onnxruntime
 where the ONNX-ML text leaves room (X may be 1-D, read as one row; a binary
 LinearClassifier with one score column widens it to two; the first maximal
 score wins), and the text where onnxruntime has a reported bug (each named
-where it matters). String tensors (string labels, categories or
-keys) are not compiled: each such attribute is refused by name. ZipMap
-produces a sequence of maps, which aot cannot represent: it is refused with
-the exporter option that removes it.
+where it matters). String tensors (string labels, categories or keys) are
+not compiled: each such attribute is refused by name. ZipMap produces a
+sequence of maps, which aot cannot represent: it is refused with the
+exporter option that removes it.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .loader import to_dtype
 from .ml_scores import as_rows, check_post_transform, first_argmax, gather_1d, post_transform, take_labels
 
 OPS, op = op_registry()
+
 
 def _refuse_strings(ctx: Ctx, a: NodeArgs, *names: str) -> None:
     for name in names:
