@@ -4,6 +4,7 @@ Greedy, as delta debugging does it: try each simplification in turn and keep it
 when the case still fails; repeat until none applies or the trial budget runs out.
 The simplifications, big steps first:
   - drop a graph output (one is kept);
+  - end the graph early: an intermediate value becomes the only output;
   - cut a node out: its output becomes a graph input (what fed it may then die);
   - bypass a node: its consumers read one of its inputs of the same shape instead;
   - one thread instead of several.
@@ -46,6 +47,11 @@ def _candidates(case: FuzzCase) -> Iterator[FuzzCase]:
         for i in range(len(graph.output)):
             yield _with_graph(case, outputs=[o for j, o in enumerate(graph.output) if j != i])
     shapes = _value_shapes(case.model)
+    outputs = {o.name for o in graph.output}
+    for node in graph.node:  # earliest first: the shortest graphs are tried first
+        for name in node.output:
+            if name in shapes and name not in outputs:
+                yield _with_graph(case, outputs=[shapes[name]])
     for index in reversed(range(len(graph.node))):
         cut = _cut(case, index, shapes)
         if cut is not None:
