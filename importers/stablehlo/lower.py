@@ -1,11 +1,13 @@
-"""syntax.Module -> IR Graph: inline every call into @main, unroll static whiles.
+"""syntax.Module -> IR Graph: inline every call into @main, unroll static whiles, inline if/case.
 
 Lowering walks @main's body op by op; `func.call` lowers the callee's body
 in place (private helpers have no identity in the IR), and `while` lowers its
 condition and body again for every iteration: the loop counter of a
 fori_loop/scan folds to a constant (Ctx.op), so the condition folds too and
 decides whether to go on. A condition that does not fold is a loop with a
-dynamic trip count: a clear error, not a guess.
+dynamic trip count: a clear error, not a guess. `if` and `case` inline their
+branches (ops_control.py): the taken one when the predicate folds, all of
+them and a select otherwise.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
 from aot.passes.dce import DeadCodeElim
 
-from . import ops_elementwise, ops_index, ops_nn, ops_shape
+from . import ops_chlo, ops_control, ops_elementwise, ops_index, ops_nn, ops_shape
 from .context import DTYPES, Ctx
 from .locations import simple_name
 from .syntax import Block, Func, Module, Op, Symbol, TType
@@ -25,7 +27,7 @@ from .syntax import Block, Func, Module, Op, Symbol, TType
 Lowering = Callable[[Ctx, Op, list[Value]], list[Value]]
 
 OP_TABLE: dict[str, Lowering] = {}
-for _module in (ops_elementwise, ops_shape, ops_nn, ops_index):
+for _module in (ops_elementwise, ops_shape, ops_nn, ops_index, ops_chlo):
     for _name, _fn in _module.OPS.items():
         assert _name not in OP_TABLE, _name
         OP_TABLE[_name] = _fn
@@ -37,7 +39,7 @@ MAX_CALL_DEPTH = 64
 
 def supported_ops() -> list[str]:
     return sorted(set(OP_TABLE) | {"func.call", "call", "stablehlo.while", "stablehlo.composite",
-                                   "stablehlo.custom_call", *RETURNS})
+                                   "stablehlo.custom_call", *ops_control.CONTROL_OPS, *RETURNS})
 
 
 class _Scope:
@@ -105,6 +107,8 @@ class Lowerer:
             return self.call(target.name, ins)
         if op.name == "stablehlo.while":
             return self.while_loop(op, ins, scope)
+        if op.name in ops_control.CONTROL_OPS:  # if/case: branches inlined in this scope
+            return ops_control.lower_control(self.cx, op, ins, lambda block: self.run_block(block, [], scope))
         if op.name == "stablehlo.custom_call":
             return self.custom_call(op, ins)
         fn = OP_TABLE.get(op.name)

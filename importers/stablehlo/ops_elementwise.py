@@ -22,8 +22,6 @@ BINARY = {
     "shift_left": "shift_left", "shift_right_arithmetic": "shift_right_arithmetic",
     "shift_right_logical": "shift_right_logical",
 }
-# chlo ops JAX emits for a few functions stablehlo lacks
-CHLO_UNARY = {"chlo.erf": "erf", "chlo.tan": "tan"}
 COMPARE = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 
 
@@ -43,8 +41,6 @@ def _binary(ours: str):
 
 for _name, _ours in UNARY.items():
     OPS[f"stablehlo.{_name}"] = _unary(_ours)
-for _name, _ours in CHLO_UNARY.items():
-    OPS[_name] = _unary(_ours)
 for _name, _ours in BINARY.items():
     OPS[f"stablehlo.{_name}"] = _binary(_ours)
 

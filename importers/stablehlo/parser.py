@@ -65,6 +65,8 @@ class _Parser:
             "stablehlo.convolution": self.p_convolution,
             "stablehlo.slice": self.p_slice,
             "stablehlo.custom_call": self.p_custom_call,
+            "chlo.constant": self.p_constant,
+            "chlo.top_k": self.p_top_k,
         }
 
     # -- tokens -----------------------------------------------------------------
@@ -245,12 +247,16 @@ class _Parser:
         return ins, outs
 
     def op_signature(self, op: Op) -> None:
-        """`: (ins) -> outs`, or `: T` / `: T, T` (the last type is the single result's type)."""
+        """`: (ins) -> outs`, `: T, T -> outs` (chlo), or `: T` / `: T, T` (the last type is the single result's)."""
         self.expect(":", "':' and the op's type")
         if self.at("("):
             op.operand_types, op.result_types = self.function_type()
             return
         types = self.type_list()
+        if self.accept("->"):
+            op.operand_types = types
+            op.result_types = self.comma_list(")", self.type) if self.accept("(") else [self.type()]
+            return
         op.operand_types = types if len(types) > 1 else [types[0]] * len(op.operands)
         op.result_types = [types[-1]] * op.num_results if op.num_results <= 1 else types
 
@@ -526,6 +532,19 @@ class _Parser:
             op.result_types = self.comma_list(")", self.type)
         else:
             op.result_types = [self.type()]
+
+    def p_top_k(self, op: Op) -> None:
+        """`chlo.top_k(%x, k = 2[, is_stable = true]) : T -> (T, T)`."""
+        self.expect("(", "'(' opening top_k's operand")
+        op.operands = [self.operand()]
+        while self.accept(","):
+            key = self.expect_kind("ident", "'k =' or 'is_stable ='").text
+            self.expect("=")
+            op.attrs[key] = self.attr_value(typed=True)
+        self.expect(")", "')' closing top_k's operand and attributes")
+        if self.at("{"):
+            op.attrs.update(self.attr_dict())
+        self.op_signature(op)
 
     def p_constant(self, op: Op) -> None:
         if self.at("{"):
