@@ -22,6 +22,7 @@ from aot.codegen.cpu import pool  # noqa: F401  (registers the reduce_window poo
 from aot.codegen.cpu import dot_dynamic  # noqa: F401  (register the run-time operand dot body emitter)
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.math import MathLib
+from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.plan import ExecutionPlan
@@ -74,5 +75,7 @@ def emit_cpu(plan: ExecutionPlan, target: CpuTarget) -> CpuCode:
     machine = target.target_machine()
     module, kernels = build_module(plan, target)
     optimized = optimize(module, machine)
+    check_module(optimized)
     obj = machine.emit_object(optimized)
+    check_object(obj)  # instruction selection can add libcalls the module does not show
     return CpuCode(link_shared(obj, target), kernels, str(optimized), target)

@@ -1,8 +1,9 @@
 """Object file -> shared object, linked against nothing (`cc -shared -nostdlib`).
 
-Undefined symbols LLVM may emit (memcpy, memset) resolve at dlopen time
-from the process's libc. Paths are relative inside a temporary directory and
-the build id is off, so the same object always links to the same bytes.
+Undefined symbols LLVM may emit (memcpy, memset, memmove) resolve at dlopen
+time from the process's libc; symbols.py fails the compile on any other.
+Paths are relative inside a temporary directory and the build id is off, so
+the same object always links to the same bytes.
 """
 from __future__ import annotations
 
