@@ -1,5 +1,6 @@
 """uint16/32/64 and float8: names, numpy mapping, C runtime table, and compiled numerics
-against numpy / ml_dtypes (the float8 conversions exhaustively over the codes and their midpoints)."""
+against numpy / ml_dtypes (the float8 conversions exhaustively over the codes and their midpoints);
+f64 -> f16 rounded once, on every f16 tie."""
 from __future__ import annotations
 
 import ctypes
@@ -10,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from aot import runtime
+from aot.codegen.cpu import CpuTarget
 from aot.driver import compile_model
 from aot.errors import UnsupportedError
 from aot.ir.types import FLOAT8_FORMATS, DType, float8_saturate
@@ -35,10 +37,15 @@ def _vi(name: str, dtype: DType, shape) -> object:
     return helper.make_tensor_value_info(name, ONNX_TYPE[dtype], list(shape))
 
 
-def _run(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    compiled = compile_model(model)
+def _run(model, feeds: dict[str, np.ndarray], cpu: str = "native") -> list[np.ndarray]:
+    compiled = compile_model(model, cpu=cpu)
     with Session(compiled.artifact) as session:
         return session.run(None, feeds)
+
+
+def _runnable(cpu: str) -> None:
+    if cpu != "native" and not CpuTarget.from_name(cpu).runs_on(CpuTarget.host()):
+        pytest.skip(f"this host cannot run {cpu} code")
 
 
 def _same_bits_or_both_nan(got: np.ndarray, want: np.ndarray) -> None:
@@ -46,7 +53,8 @@ def _same_bits_or_both_nan(got: np.ndarray, want: np.ndarray) -> None:
     g, w = got.astype(np.float32), want.astype(np.float32)
     nan = np.isnan(w)
     np.testing.assert_array_equal(np.isnan(g), nan)
-    np.testing.assert_array_equal(got.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
+    bits = np.dtype(f"u{want.dtype.itemsize}")
+    np.testing.assert_array_equal(got.view(bits)[~nan], want.view(bits)[~nan])
 
 
 # -- names and tables -----------------------------------------------------------------
@@ -107,6 +115,44 @@ def test_float_to_uint_saturates_and_truncates():
     np.testing.assert_array_equal(y, np.array([0, 0, 3, 65535, 0, 65535], dtype=np.uint16))
 
 
+# -- f64 -> f16 -------------------------------------------------------------------------
+def _f16_tie_probe() -> np.ndarray:
+    """f64 values on every f16 rounding tie (subnormals included) and just either side of it: by
+    less than half an f32 ulp, where rounding to f32 first lands on the tie and rounds to even
+    (the wrong way half the time), and by one f64 ulp; the overflow edge, values outside f32's
+    range, +-inf, NaN; and the negatives of all."""
+    finite = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    ties = (finite[:-1] + finite[1:]) / 2
+    near = [ties * (1 + 2.0 ** -30), ties * (1 - 2.0 ** -30), np.nextafter(ties, np.inf), np.nextafter(ties, 0)]
+    edges = [65519.99, 65520.0, np.nextafter(65520.0, np.inf), 3.5e38, 1e300, 2.0 ** -25, 1e-300, 5e-324, 0.0,
+             np.inf, np.nan]
+    x = np.concatenate([ties, *near, edges])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("cpu", ["native", "x86-64"])
+def test_cast_f64_to_f16_rounds_once(cpu):
+    """Bit for bit numpy's astype(float16), one correct rounding; through f32 it would differ on
+    half the near-tie values (checked, so the probe tells). onnxruntime converts through f32
+    (two roundings), so it is the reference only where that gives the same answer."""
+    import onnxruntime as ort
+
+    _runnable(cpu)
+    x = _f16_tie_probe()
+    model = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)],
+                   [_vi("x", DType.F64, [x.size])], [_vi("y", DType.F16, [x.size])])
+    (y,) = _run(model, {"x": x}, cpu)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+        twice = x.astype(np.float32).astype(np.float16)
+    _same_bits_or_both_nan(y, want)
+    differs = twice.view(np.uint16) != want.view(np.uint16)
+    assert differs.sum() > 30000, "the probe must hold values where two roundings differ from one"
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (onnxruntime,) = session.run(None, {"x": x})
+    _same_bits_or_both_nan(y[~differs], onnxruntime[~differs])
+
+
 # -- float8 ---------------------------------------------------------------------------
 def _float8_probe(dtype: DType) -> np.ndarray:
     """Every code's value, each midpoint between neighbours and one f32 ulp either side, -0, +-inf, NaN, huge."""
@@ -130,6 +176,19 @@ def test_f32_to_float8_rounds_to_nearest_even(dtype, saturate):
     with np.errstate(invalid="ignore", over="ignore"):
         want = float8_saturate(x, dtype) if saturate else x.astype(dtype.to_numpy())
     _same_bits_or_both_nan(y, want)
+
+
+@pytest.mark.parametrize("dtype", [DType.F8E4M3FN, DType.F8E5M2FNUZ], ids=lambda d: d.value)
+def test_f32_to_float8_on_baseline_x86_64_rounds_subnormals_in_software(dtype):
+    """Without SSE4.1 llvm.roundeven is a call to libm's roundevenf, which the loader does not
+    resolve (the compile now fails on it): the subnormal codes round with the software roundeven."""
+    _runnable("x86-64")
+    x = _float8_probe(dtype)
+    model = _model([helper.make_node("Cast", ["x"], ["y"], to=ONNX_TYPE[dtype], saturate=0)],
+                   [_vi("x", DType.F32, [x.size])], [_vi("y", dtype, [x.size])])
+    (y,) = _run(model, {"x": x}, "x86-64")
+    with np.errstate(invalid="ignore", over="ignore"):
+        _same_bits_or_both_nan(y, x.astype(dtype.to_numpy()))
 
 
 @pytest.mark.parametrize("dtype", FLOAT8, ids=lambda d: d.value)

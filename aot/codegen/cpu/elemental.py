@@ -83,7 +83,7 @@ def float8_to_f32(b: ir.IRBuilder, bits: ir.Value, dtype: DType, name: str) -> i
     return b.load(slot, name=name, align=4)
 
 
-def f32_to_float8(b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = False) -> ir.Value:
+def f32_to_float8(lib: m.MathLib, b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = False) -> ir.Value:
     """Round to nearest even. Values that round past the largest finite value, and infinities,
     give infinity (e5m2) or NaN (the others), as ml_dtypes' astype and ONNX Cast with saturate=0;
     saturate: they give the largest finite value of x's sign. NaN gives NaN."""
@@ -100,7 +100,7 @@ def f32_to_float8(b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = F
     normal = b.sub(b.lshr(rounded, i32(shift)), i32((127 - fmt.bias) << fmt.mantissa))
     # subnormal range: |x| / (smallest subnormal), rounded to even (2**mantissa is the smallest normal's code)
     scaled = b.fmul(magnitude, ir.Constant(m.F32, 2.0 ** (fmt.bias - 1 + fmt.mantissa)))
-    even = b.call(m.intrinsic(b.module, "llvm.roundeven.f32", m.F32, [m.F32]), [scaled])
+    even = lib.roundeven(b, scaled)  # llvm.roundeven is a roundevenf call without SSE4.1
     subnormal = b.fptoui(even, i32)
     smallest_normal = ir.Constant(m.F32, 2.0 ** (1 - fmt.bias))
     code = b.select(b.fcmp_ordered("<", magnitude, smallest_normal), subnormal, normal)
@@ -123,6 +123,13 @@ def f32_to_float8(b: ir.IRBuilder, x: ir.Value, dtype: DType, saturate: bool = F
         nan = b.or_(I8(fmt.nan_code), b.shl(sign, I8(7)))
     is_nan = b.fcmp_unordered("uno", x, x)
     return b.select(is_nan, nan, signed, name="f8.bits")
+
+
+def _narrowed_from_f64(value: ir.Value) -> bool:
+    """Whether `value` is an fptrunc of an f64 (a COMPUTED_IN_F64 result, a convert from f64)."""
+    if not isinstance(value, ir.CastInstr) or value.opname != "fptrunc":
+        return False
+    return isinstance(value.operands[0].type, ir.DoubleType)
 
 
 def where(node: Node) -> str:
@@ -288,13 +295,19 @@ class ElementalEmitter:
 
     def to_storage(self, value: ir.Value, dtype: DType) -> ir.Value:
         if dtype is DType.F16:
-            if self.target.native_f16:
-                return self.b.fptrunc(value, HALF)
-            return m.f32_to_f16_bits(self.lib, self.b, value)
+            if not self.target.native_f16:
+                return m.f32_to_f16_bits(self.lib, self.b, value)
+            if _narrowed_from_f64(value):
+                # x86 instruction selection merges fptrunc f64 -> f32 -> f16 (when a copysign sits
+                # between) into one f64 -> f16 fptrunc: a call to libgcc's __truncdfhf2, which the
+                # loader cannot resolve, and one rounding where the graph asks for two. Rounding
+                # the f32 bits as integers keeps both roundings and vectorizes.
+                return self.b.bitcast(m.f32_to_f16_bits(self.lib, self.b, value), HALF)
+            return self.b.fptrunc(value, HALF)
         if dtype is DType.BF16:
             return m.f32_to_bf16_bits(self.b, value)
         if dtype.is_float8:
-            return f32_to_float8(self.b, value, dtype)
+            return f32_to_float8(self.lib, self.b, value, dtype)
         if dtype is DType.BOOL:
             return self.b.zext(value, I8)
         return value
@@ -304,6 +317,16 @@ class ElementalEmitter:
         if dtype.is_narrow_float:
             return self.from_storage(self.to_storage(value, dtype), dtype, "rounded")
         return value
+
+    def round_from_f64(self, value: ir.Value, dtype: DType) -> ir.Value:
+        """An f64 value rounded once to float `dtype`, in its register type. f16/bf16/float8 go
+        through f32 rounded to odd: rounding to nearest twice (to f32, then to dtype) can land on
+        the other side of a tie of dtype."""
+        if dtype is DType.F64:
+            return value
+        if dtype is DType.F32:
+            return self.b.fptrunc(value, m.F32)
+        return self.round_to(m.f64_to_f32_odd(self.b, value), dtype)
 
     # -- scalars --------------------------------------------------------------------
     def immediate(self, dtype: DType, value: float | int | bool) -> ir.Constant:
@@ -337,7 +360,7 @@ class ElementalEmitter:
         dst_ty = register_type(dst)
         if src.is_float and dst.is_float:
             if src is DType.F64 and dst in (DType.F16, DType.BF16):
-                return self.round_to(m.f64_to_f32_odd(b, v), dst)  # single correct rounding
+                return self.round_from_f64(v, dst)
             if src is DType.F64 and dst.is_float8:
                 v = m.f64_to_f32_odd(b, v)  # single correct rounding
             elif isinstance(v.type, ir.DoubleType) and not isinstance(dst_ty, ir.DoubleType):
@@ -640,6 +663,9 @@ def _unary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     dtype = node.out.type.dtype
     x = e.value(node.inputs[0], index)
     try:
+        if dtype.is_narrow_float and node.op in m.COMPUTED_IN_F64:
+            # the f32 version would compute in f64 and round to f32; round once, to dtype
+            return e.round_from_f64(_float_unary(e, node.op, e.b.fpext(x, m.F64)), dtype)
         if dtype.is_float:
             return e.round_to(_float_unary(e, node.op, x), dtype)
         if dtype is DType.BOOL:
@@ -731,10 +757,12 @@ def _binary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
             return e.round_to(simple[op](a, c), dtype)
         if op in ("max", "min"):
             return e.combine(op, a, c, dtype)
-        if op == "pow":
-            return e.round_to(e.lib.pow(b, a, c), dtype)
-        if op == "atan2":
-            return e.round_to(e.lib.atan2(b, a, c), dtype)
+        if op in ("pow", "atan2"):
+            function = e.lib.pow if op == "pow" else e.lib.atan2
+            if dtype.is_narrow_float:
+                # computed in f64 as for f32: round the f64 result once, to dtype (not to f32 first)
+                return e.round_from_f64(function(b, b.fpext(a, m.F64), b.fpext(c, m.F64)), dtype)
+            return function(b, a, c)
         if op == "rem":
             return e.round_to(e.lib.fmod(b, a, c), dtype)
         raise no_lowering(node)

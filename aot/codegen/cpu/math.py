@@ -11,7 +11,9 @@ Accuracy (checked against numpy in tests/test_codegen_cpu_math.py): exp, log,
 tanh, logistic within ~2 ulp; erf, sin, cos, pow within ~1 ulp of f32. sin,
 cos and tan give NaN for |x| >= 2^20 (no Payne-Hanek reduction). expm1,
 log1p, tan and atan2 compute f32 in f64 (tests/test_codegen_new_ops.py);
-fmod is exact (integer long division of the significands).
+COMPUTED_IN_F64 names those that do, and their f16/bf16/float8 results round
+the f64 result once (elemental.py). fmod is exact (integer long division of
+the significands).
 """
 from __future__ import annotations
 
@@ -83,6 +85,11 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type
 
 Body = Callable[["MathLib", ir.IRBuilder, list[ir.Value], FloatFormat], ir.Value]
 
+# Functions whose f32 version is the f64 body with the result rounded to f32 (an f32
+# polynomial would not reach ~1 ulp). Narrower types (elemental.py) round the f64
+# result once, straight to their own precision, instead of to f32 and again.
+COMPUTED_IN_F64 = frozenset({"sin", "cos", "pow", "expm1", "log1p", "tan", "atan2"})
+
 
 class MathLib:
     """Builds (once per module) and calls the math functions of one module."""
@@ -106,10 +113,10 @@ class MathLib:
         builder.ret(body(self, builder, list(fn.args), fmt))
         return fn
 
-    def _call(self, builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], body: Body, wide: bool = False) -> ir.Value:
-        """Call `name` on float args; `wide` computes f32 (and narrower) in f64."""
+    def _call(self, builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], body: Body) -> ir.Value:
+        """Call `name` on float args; the COMPUTED_IN_F64 ones compute f32 in f64."""
         ty = args[0].type
-        if wide and not isinstance(ty, ir.DoubleType):
+        if name in COMPUTED_IN_F64 and not isinstance(ty, ir.DoubleType):
             wide_args = [builder.fpext(a, F64) for a in args]
             result = builder.call(self._function(name, F64, len(args), body), wide_args, name=name)
             return builder.fptrunc(result, ty, name=f"{name}.f32")
@@ -170,28 +177,28 @@ class MathLib:
         if isinstance(x.type, ir.FloatType):
             # f32 (GELU's hot path): a rational approximation that vectorizes, not the f64 series
             return self._call(b, "erf_f32", [x], _erf_f32_body)
-        return self._call(b, "erf", [x], _erf_body, wide=True)
+        return self._call(b, "erf", [x], _erf_body)
 
     def sin(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return self._call(b, "sin", [x], _sin_body, wide=True)
+        return self._call(b, "sin", [x], _sin_body)
 
     def cos(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return self._call(b, "cos", [x], _cos_body, wide=True)
+        return self._call(b, "cos", [x], _cos_body)
 
     def pow(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self._call(b, "pow", [x, y], _pow_body, wide=True)
+        return self._call(b, "pow", [x, y], _pow_body)
 
     def expm1(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return self._call(b, "expm1", [x], _expm1_body, wide=True)
+        return self._call(b, "expm1", [x], _expm1_body)
 
     def log1p(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return self._call(b, "log1p", [x], _log1p_body, wide=True)
+        return self._call(b, "log1p", [x], _log1p_body)
 
     def tan(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        return self._call(b, "tan", [x], _tan_body, wide=True)
+        return self._call(b, "tan", [x], _tan_body)
 
     def atan2(self, b: ir.IRBuilder, y: ir.Value, x: ir.Value) -> ir.Value:
-        return self._call(b, "atan2", [y, x], _atan2_body, wide=True)
+        return self._call(b, "atan2", [y, x], _atan2_body)
 
     def fmod(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
         """C fmod, exact (LLVM's frem would become a libm call)."""
