@@ -132,8 +132,10 @@ def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int, name: str) -> ir.Value:
 
 
 def fma(b: ir.IRBuilder, a: ir.Value, c: ir.Value, acc: ir.Value, name: str) -> ir.Value:
+    """a * c + acc: one fused instruction where the target has FMA, a multiply and an add
+    elsewhere (llvm.fmuladd; llvm.fma would call libm's fmaf there, which the code cannot link)."""
     ty = a.type
-    fn = intrinsic(b.module, f"llvm.fma.v{ty.count}f32", ty, [ty, ty, ty])
+    fn = intrinsic(b.module, f"llvm.fmuladd.v{ty.count}f32", ty, [ty, ty, ty])
     return b.call(fn, [a, c, acc], name=name)
 
 

@@ -21,11 +21,6 @@ from aot.errors import CodegenError
 
 # resolved at dlopen time from the process's libc
 LOADER_RESOLVED = frozenset({"memcpy", "memset", "memmove"})
-# Known gap, let through so compiling for these targets keeps working: gemm.fma emits
-# llvm.fma, which targets without FMA (x86-64, x86-64-v2) lower to libm's fmaf. Such an
-# artifact loads only into a process that already has libm (Python has; a C program must
-# link -lm, which libaot_runtime does not). Remove once gemm emits llvm.fmuladd there.
-TOLERATED = frozenset({"fmaf"})
 
 # what usually makes LLVM call each libgcc/libm routine, to point at the emitter to fix
 _CAUSES = {
@@ -162,6 +157,6 @@ def check_object(obj: bytes) -> None:
     (LLVM lowered an operation to a libgcc/libm call)."""
     references = undefined_references(obj)
     found = [_describe(name, users) for name, users in sorted(references.items())
-             if name not in LOADER_RESOLVED and name not in TOLERATED]
+             if name not in LOADER_RESOLVED]
     if found:
         raise _error(found, "the emitted CPU object")
