@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from aot.errors import ModelError, RunError
+from aot.errors import ArtifactError, ModelError, RunError
 
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-3
@@ -199,11 +199,13 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
     model = Path(model)
     bind = dict(bind or {})
     if artifact is not None:
-        artifact_bytes = Path(artifact).read_bytes()
+        artifact_bytes = read_artifact_bytes(Path(artifact))
         manifest = read_artifact(artifact_bytes).manifest
         cpu = manifest["cpu"][0].get("cpu", cpu)
+        check_runnable(cpu)
         compiled = None
     else:
+        check_runnable(cpu)
         compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)
         artifact_bytes, manifest = compiled.artifact, compiled.manifest
     specs = [(spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])) for spec in manifest["inputs"]]
@@ -236,6 +238,13 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
             compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)  # the plan, for bisection
         report.divergence = bisect(model, shapes, bind, compiled, feeds, want, atol, rtol, cpu)
     return report
+
+
+def read_artifact_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact '{path}': {err.strerror or err}") from None
 
 
 def _load_onnx(model: Path) -> Any:

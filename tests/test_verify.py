@@ -149,3 +149,5 @@ def test_cli_exit_status_and_json(tmp_path, monkeypatch):
     assert bad.exit_code == 1 and "squash" in bad.output
     missing = runner.invoke(cli.main, ["verify", str(tmp_path / "nope.onnx")])
     assert missing.exit_code == 1 and "error:" in missing.output
+    no_artifact = runner.invoke(cli.main, ["verify", str(path), "--artifact", str(tmp_path / "nope.aot")])
+    assert no_artifact.exit_code == 1 and "cannot read artifact" in no_artifact.output
