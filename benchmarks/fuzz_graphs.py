@@ -7,7 +7,8 @@ compared with onnxruntime; each failure is shrunk and saved as a regression mode
 Seed s gives the same graph, CPU and thread count on every machine
 (aot.fuzz.generate.case_for), so a failure reproduces with `--seed s --graphs 1`.
 Each worker is a process of its own: a case that kills its process is recorded as
-"crash" (saved unshrunk) and the worker restarts after it. By default the cases
+"crash", one that runs past --case-timeout seconds (a compile that never ends) as
+"hang"; either is saved unshrunk and the worker restarts after it. By default the cases
 cycle over every x86 code path this machine can run (AVX-512, AVX2, SSE4).
 Saved models are replayed by tests/test_fuzz_regressions.py.
 """
@@ -41,7 +42,7 @@ def _worker(slot: int, seeds: list[int], cpus: list[str], max_ops: int, save: st
     from aot.fuzz.shrink import save_regression, shrink
 
     for seed in seeds:
-        results.put((slot, "start", seed, "", "", ""))
+        results.put((slot, "start", seed, "", "", "", time.monotonic()))
         case = case_for(seed, cpus, max_ops)
         outcome = check_case(case)
         saved = ""
@@ -50,7 +51,7 @@ def _worker(slot: int, seeds: list[int], cpus: list[str], max_ops: int, save: st
                 case = shrink(case, lambda c, kind=outcome.kind: check_case(c).kind == kind)
                 outcome = check_case(case)
             saved = str(save_regression(case, outcome.kind, outcome.detail, Path(save)))
-        results.put((slot, "done", seed, outcome.kind, outcome.detail, saved))
+        results.put((slot, "done", seed, outcome.kind, outcome.detail, saved, time.monotonic()))
 
 
 @dataclass
@@ -58,6 +59,7 @@ class _Slot:
     process: mp.Process
     seeds: list[int]
     in_flight: int | None = None
+    since: float = 0.0  # when the case in flight started
     done: set[int] = field(default_factory=set)
 
 
@@ -105,13 +107,13 @@ class Fuzzer:
 
     def _drain(self, timeout: float) -> None:
         try:
-            slot, event, seed, kind, detail, saved = self.results.get(timeout=timeout)
+            slot, event, seed, kind, detail, saved, at = self.results.get(timeout=timeout)
         except queue.Empty:
             return
         state = self.slots.get(slot)
         if event == "start":
             if state:
-                state.in_flight = seed
+                state.in_flight, state.since = seed, at  # the worker's clock: CLOCK_MONOTONIC is system-wide
             return
         if state:
             state.in_flight = None
@@ -127,6 +129,10 @@ class Fuzzer:
         while self.slots:
             self._drain(0.5)
             for slot, state in list(self.slots.items()):
+                hung = state.in_flight is not None and time.monotonic() - state.since > self.args.case_timeout
+                if hung:
+                    state.process.kill()
+                    state.process.join()
                 if state.process.is_alive():
                     continue
                 while not self.results.empty():  # what it said before it ended
@@ -136,8 +142,10 @@ class Fuzzer:
                 rest: list[int] = []
                 if state.process.exitcode != 0 and state.in_flight is not None:
                     crashed = state.in_flight
-                    self._record(crashed, "crash", f"exit code {state.process.exitcode}",
-                                 _save_crash(crashed, self.cpus, self.args.max_ops, self.args.save))
+                    kind, detail = (("hang", f"still running after {self.args.case_timeout:g} s") if hung
+                                    else ("crash", f"exit code {state.process.exitcode}"))
+                    self._record(crashed, kind, detail, _save_unshrunk(crashed, kind, detail, self.cpus, self.args.max_ops,
+                                                                       self.args.save))
                     rest = [s for s in state.seeds if s > crashed and s not in state.done]
                 seeds = rest or self._fresh_batch()
                 if seeds:
@@ -147,13 +155,14 @@ class Fuzzer:
                 "first_seed": self.args.seed, "next_seed": self.next_seed}
 
 
-def _save_crash(seed: int, cpus: list[str], max_ops: int, save: str | None) -> str:
+def _save_unshrunk(seed: int, kind: str, detail: str, cpus: list[str], max_ops: int, save: str | None) -> str:
+    """A case that crashed or hung its worker: shrinking would crash or hang again, so as generated."""
     if not save:
         return ""
     from aot.fuzz.generate import case_for
     from aot.fuzz.shrink import save_regression
 
-    return str(save_regression(case_for(seed, cpus, max_ops), "crash", "the process died running this case", Path(save)))
+    return str(save_regression(case_for(seed, cpus, max_ops), kind, detail, Path(save)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--cpus", default="", help="comma-separated CPUs to compile for (default: each code path this host runs)")
     parser.add_argument("--max-ops", type=int, default=8)
+    parser.add_argument("--case-timeout", type=float, default=300.0, help="seconds before a case counts as a hang")
     parser.add_argument("--save", default=str(ROOT / "tests" / "data" / "fuzz"), help="where shrunk failures go ('' : nowhere)")
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

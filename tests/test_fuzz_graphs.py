@@ -2,6 +2,10 @@
 the generator's and shrinker's own contracts. The long run is benchmarks/fuzz_graphs.py."""
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -13,6 +17,8 @@ from aot.fuzz.generate import FuzzCase, case_for, random_model
 from aot.fuzz.shrink import load_regression, save_regression, shrink
 
 ort = pytest.importorskip("onnxruntime")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import fuzz_graphs  # noqa: E402
 
 # the host, then each other x86 code path it runs (AVX-512, AVX2, SSE4)
 CPUS = ["native", *(t.cpu for t in runnable_code_paths(CpuTarget.host())[1:])]
@@ -84,3 +90,9 @@ def test_a_mismatch_is_found_shrunk_and_saved(tmp_path):
     again = load_regression(path)
     assert again.model.graph == small.model.graph and (again.seed, again.cpu, again.threads) == (small.seed, small.cpu, small.threads)
     assert check_case(again).kind == "ok"
+
+
+def test_the_long_run_program_runs_workers_and_summarizes(tmp_path, capsys):
+    assert fuzz_graphs.main(["--graphs", "4", "--workers", "2", "--cpus", "native", "--save", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["graphs"] == 4 and summary["outcomes"] == {"ok": 4} and not list(tmp_path.iterdir())
