@@ -291,10 +291,20 @@ def _normalize(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> Value:
 
 
 def _normalize_stats(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> tuple[Value, Value, Value]:
-    """(normalised x, mean, 1 / sqrt(var + eps)); the statistics have `axes` removed."""
+    """(normalised x, mean, 1 / sqrt(var + eps)); the statistics have `axes` removed.
+
+    The mean is the row's first element plus the mean of x minus it: exact for a
+    constant row, whose plain float32 mean, off in the last bit, 1/sqrt(eps) would
+    amplify (onnxruntime accumulates in double; the fuzzer found LayerNorm over a
+    padded constant row 7.8e-4 off).
+    """
     shape = x.type.shape
     count = float(math.prod(shape[i] for i in axes))
-    mean = ctx.binary_scalar("div", ctx.reduce(x, "sum", axes), count)
+    first = ctx.op("slice", [x], start=(0,) * len(shape), limit=tuple(1 if i in axes else d for i, d in enumerate(shape)),
+                   stride=(1,) * len(shape))
+    pivot = ctx.reshape(first, tuple(d for i, d in enumerate(shape) if i not in axes))
+    shifted = ctx.op("sub", [x, ctx.unreduce(pivot, shape, axes)])
+    mean = ctx.op("add", [pivot, ctx.binary_scalar("div", ctx.reduce(shifted, "sum", axes), count)])
     centered = ctx.op("sub", [x, ctx.unreduce(mean, shape, axes)])
     var = ctx.binary_scalar("div", ctx.reduce(ctx.op("mul", [centered, centered]), "sum", axes), count)
     inv_std = ctx.op("rsqrt", [ctx.binary_scalar("add", var, eps)])
