@@ -21,7 +21,8 @@ signature (void) and a model without checks compiles exactly as before.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,11 +185,11 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         builder.store(elemental.to_storage(value, dtype), addr, align=dtype.itemsize)
 
     if not shape:
-        with for_range(builder, fn.args[4], fn.args[5], "item"):
+        with _item_loop(builder, fn.args[4], fn.args[5], 1):
             store(const_i64(0), [])
     else:
         inner = shape[-1]
-        with for_range(builder, fn.args[4], fn.args[5], "item") as item:
+        with _item_loop(builder, fn.args[4], fn.args[5], work_items(root)) as item:
             outer_index = delinearize(builder, item, shape[:-1], "item")
             row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
             # values invariant in the inner loop (a fused reduction's result) go to the row preamble
@@ -203,6 +204,23 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
     builder.ret_void()
     setup.branch(body)
     return fn
+
+
+@contextmanager
+def _item_loop(builder: ir.IRBuilder, begin: ir.Value, end: ir.Value, items: int) -> Iterator[ir.Value]:
+    """for item in [begin, end); a kernel of one work item runs its body once, if begin < end.
+
+    Why not a loop of one trip: LLVM 22's O3 pipeline never returns on some such kernels
+    (a row of 2-4 elements with fused reductions, e.g. LogSoftmax(Cos(x)) on [1, 2]: the
+    loop vectorizer and unroller, working on the outer loop once the inner ones are
+    unrolled, do not converge). Found by the graph fuzzer (tests/data/fuzz/known_hangs).
+    """
+    if items != 1:
+        with for_range(builder, begin, end, "item") as item:
+            yield item
+        return
+    with builder.if_then(builder.icmp_signed("<", begin, end, name="item.any")):
+        yield const_i64(0)
 
 
 def emit_entry(module: ir.Module, kernels: list[tuple[ir.Function, int]]) -> ir.Function:
