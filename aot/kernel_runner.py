@@ -33,21 +33,6 @@ def _aligned(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes + 64]
 
 
-def seeded_inputs(manifest: dict[str, Any], seed: int = 0) -> list[np.ndarray]:
-    """Standard-normal floats, bools, and small non-negative ints, per manifest input."""
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for spec in manifest["inputs"]:
-        dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
-        if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype.kind == "b":
-            arrays.append(rng.integers(0, 2, shape).astype(dtype))
-        else:
-            arrays.append(rng.integers(0, 4, shape).astype(dtype))
-    return arrays
-
-
 @dataclass
 class LoadedCode:
     """`args` is what the entry and every kernel take first (inputs, outputs, arena, weights)."""
@@ -81,7 +66,7 @@ class LoadedCode:
 
 
 def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None, seed: int = 0) -> LoadedCode:
-    """Load the artifact's CPU code; `inputs` (in manifest order) default to seeded_inputs."""
+    """Load the artifact's CPU code; `inputs` (in manifest order) default to aot verify's seeded inputs."""
     parsed = read_artifact(artifact if isinstance(artifact, Path) else bytes(artifact))
     manifest = parsed.manifest
     section = manifest["cpu"][0]["section"]
@@ -94,7 +79,13 @@ def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None
         raise RunError(f"cannot load the artifact's CPU code ({manifest['cpu'][0].get('cpu', '?')}): {err}") from None
     finally:
         os.unlink(so_path)
-    ins = [np.ascontiguousarray(a) for a in (inputs if inputs is not None else seeded_inputs(manifest, seed))]
+    if inputs is None:
+        from aot.verify import seeded_inputs
+
+        specs = [(spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])) for spec in manifest["inputs"]]
+        feeds, _ = seeded_inputs(specs, seed)
+        inputs = [feeds[name] for name, _, _ in specs]
+    ins = [np.ascontiguousarray(a) for a in inputs]
     outs = [np.zeros(spec["shape"], np.dtype(spec["dtype"])) for spec in manifest["outputs"]]
     arena = _aligned(manifest["arena"]["bytes"])
     weight_bytes = parsed.sections.get("weights", b"")

@@ -92,13 +92,16 @@ def compare_arrays(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) 
         return 0.0, 0.0, ""
     g, w = got.astype(np.float64), want.astype(np.float64)
     nan_differs = np.isnan(g) != np.isnan(w)
+    if nan_differs.any():
+        at = tuple(int(i) for i in np.argwhere(nan_differs)[0])
+        return float("nan"), float("nan"), f"NaN at {at}: got {got[at]}, reference {want[at]}"
     finite = np.isfinite(g) & np.isfinite(w)
     inf_differs = ~finite & ~np.isnan(g) & ~np.isnan(w) & (g != w)
     g, w = np.where(finite, g, 0.0), np.where(finite, w, 0.0)  # non-finite places are judged above
     error = np.abs(g - w)
     rel = np.where(np.abs(w) > atol, error / np.maximum(np.abs(w), 1e-30), 0.0)
     max_abs, max_rel = float(error.max()), float(rel.max())
-    bad = nan_differs | inf_differs | (error > atol + rtol * np.abs(w))
+    bad = inf_differs | (error > atol + rtol * np.abs(w))
     if not bad.any():
         return max_abs, max_rel, ""
     at = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -161,7 +164,9 @@ def seeded_inputs(specs: list[tuple[str, tuple[int, ...], np.dtype]], seed: int,
 
 
 # == references ==========================================================================
-def _onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
+def onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
+    """onnxruntime's outputs for a model path or ModelProto, graph optimizations off (the graph
+    as written); None where onnxruntime is not installed."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -222,7 +227,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
         feeds[name], how[name] = given, "given"
     got = Session(artifact_bytes, threads=threads).run(None, feeds)
     reference_feeds = {**feeds, **{k: np.asarray(v) for k, v in bind.items()}}
-    want = _onnxruntime_outputs(model, reference_feeds) if is_onnx else None
+    want = onnxruntime_outputs(model, reference_feeds) if is_onnx else None
     reference = "onnxruntime"
     if want is None:
         graph, _, _ = import_model(model, shapes, bind)
