@@ -1,13 +1,18 @@
 """Data-dependent indexing ONNX ops: Gather with run-time indices, GatherElements, GatherND,
 ScatterElements, ScatterND, OneHot, Trilu, Hardmax, CumSum, EyeLike; TopK (sort primitives).
 
-Run-time indices are lowered to one-hot masks: `iota == index` selects the
-element, and a reduction over the indexed dim collects it. Every piece is an
-elementwise op, broadcast or reduce, so it fuses into one kernel and needs no
-gather/scatter primitive; the cost is O(indices x indexed dim) work, which is
-what the indexed sizes of real models (vocabularies aside) afford. Selecting
-with `select` rather than multiplying by the mask keeps inf/NaN elsewhere in
-the operand out of the result.
+Gathers and scatters lower to the IR's gather and scatter primitives: O(output)
+work (O(updates) for a scatter), whatever the size of the indexed dim, so a
+token embedding over a 50k vocabulary costs a copy of the picked rows. Every
+index is normalised (negatives count from the end) and checked at run time:
+an out-of-range index fails the run with an error naming the node, and the
+kernels themselves clamp (gather) or skip (scatter), so they never touch
+memory outside a buffer.
+
+The small masks (OneHot, Trilu, Hardmax, CumSum, the loss ops' class pick)
+stay one-hot: `iota == index` and a reduction over the indexed dim fuse into
+one kernel, and selecting with `select` rather than multiplying by the mask
+keeps inf/NaN elsewhere in the operand out of the result.
 """
 from __future__ import annotations
 
@@ -46,25 +51,53 @@ def _collect(ctx: Ctx, values: Value, mask: Value, axis: int, kind: str) -> Valu
     return ctx.convert(out, dtype)
 
 
-def take(ctx: Ctx, data: Value, lin: Value, batched: bool) -> Value:
-    """data [A, D, B], lin [M] (or [A, M] when batched) in [0, D) -> out [A, M, B], out[a, m] = data[a, lin[m]]."""
-    a, d, b = data.type.shape
-    m = lin.type.shape[-1]
-    big = (a, m, d, b)
-    lin_b = ctx.broadcast_in_dims(lin, big, (0, 1) if batched else (1,))
-    pos = ctx.op("iota", [], shape=big, dim=2, dtype=DType.I64)
-    mask = ctx.op("compare", [lin_b, pos], direction="eq")
-    values = ctx.broadcast_in_dims(data, big, (0, 2, 3))
-    return _collect(ctx, values, mask, 2, "sum")
+def check_in_range(ctx: Ctx, idx: Value, size: Value | int, what: str) -> None:
+    """Fail the run, naming the node, unless every (normalised) index lies in [0, size).
+
+    The gather/scatter kernels clamp or skip out-of-range positions, so they
+    never read or write outside a buffer; this check turns such an index into
+    an error instead of a quietly wrong result. `size` is an int or a tensor
+    broadcastable to `idx` (one bound per index component).
+    """
+    if idx.type.size == 0:
+        return
+    bound = ctx.full(size, idx.type) if isinstance(size, int) else size
+    low = ctx.op("compare", [idx, ctx.full(0, idx.type)], direction="lt")
+    high = ctx.op("compare", [idx, bound], direction="ge")
+    bad = ctx.convert(ctx.op("or", [low, high]), DType.I8)
+    worst = ctx.reduce(bad, "max", tuple(range(idx.type.rank)))
+    ok = ctx.op("compare", [worst, ctx.full(0, worst.type)], direction="eq")
+    message = f"node '{ctx.node_name}' ({ctx.node_op}): {what}"
+    ctx.b.op("check", [ok], message=message)
+
+
+def _component_bounds(ctx: Ctx, idx: Value, sizes: Sequence[int]) -> Value:
+    """[.., K] index vectors -> the size of the dim each component indexes, broadcast to idx."""
+    bounds = ctx.constant(np.array(sizes, dtype=np.int64))
+    return ctx.broadcast_in_dims(bounds, idx.type.shape, (idx.type.rank - 1,))
+
+
+def _normalize_vectors(ctx: Ctx, indices: Value, sizes: Sequence[int], what: str) -> Value:
+    """Index vectors (last dim K) as i64, negatives counted from the end of their dim, checked in range."""
+    idx = ctx.convert(indices, DType.I64)
+    bounds = _component_bounds(ctx, idx, sizes)
+    negative = ctx.op("compare", [idx, ctx.full(0, idx.type)], direction="lt")
+    idx = ctx.op("select", [negative, ctx.op("add", [idx, bounds]), idx])
+    check_in_range(ctx, idx, bounds, what)
+    return idx
 
 
 def gather_axis(ctx: Ctx, x: Value, indices: Value, axis: int) -> Value:
-    """numpy.take(x, indices, axis) for run-time indices."""
+    """numpy.take(x, indices, axis) for run-time indices: one gather, O(output) work."""
     shape = x.type.shape
-    outer, dim, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
-    lin = ctx.reshape(normalize_index(ctx, indices, dim), (indices.type.size,))
-    out = take(ctx, ctx.reshape(x, (outer, dim, inner)), lin, batched=False)
-    return ctx.reshape(out, shape[:axis] + indices.type.shape + shape[axis + 1:])
+    dim = shape[axis]
+    idx = normalize_index(ctx, indices, dim)
+    check_in_range(ctx, idx, dim, f"an index is outside [-{dim}, {dim}) for axis {axis} of {x.type}")
+    r = idx.type.rank
+    offset_dims = tuple(range(axis)) + tuple(range(axis + r, x.type.rank - 1 + r))
+    slice_sizes = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    return ctx.op("gather", [x, idx], offset_dims=offset_dims, collapsed_slice_dims=(axis,),
+                  start_index_map=(axis,), index_vector_dim=r, slice_sizes=slice_sizes)
 
 
 def _move_to_end(ctx: Ctx, x: Value, axis: int) -> Value:
@@ -75,137 +108,111 @@ def _move_to_end(ctx: Ctx, x: Value, axis: int) -> Value:
 def _crop(ctx: Ctx, x: Value, shape: Sequence[int], keep: int) -> Value:
     """x cut down to `shape` on every dim except `keep`."""
     limit = [x.type.shape[d] if d == keep else shape[d] for d in range(x.type.rank)]
+    if any(limit[d] > x.type.shape[d] for d in range(x.type.rank)):
+        raise ctx.error(f"indices {shape} exceed {x.type} on a dim other than axis {keep}")
     if tuple(limit) == x.type.shape:
         return x
     return ctx.op("slice", [x], start=(0,) * x.type.rank, limit=tuple(limit), stride=(1,) * x.type.rank)
 
 
-def element_mask(ctx: Ctx, indices: Value, dim: int) -> Value:
-    """mask [J..., D]: mask[j, p] = (normalised indices[j] == p)."""
-    idx = normalize_index(ctx, indices, dim)
-    rank = idx.type.rank
-    big = idx.type.shape + (dim,)
-    pos = ctx.op("iota", [], shape=big, dim=rank, dtype=DType.I64)
-    return ctx.op("compare", [ctx.broadcast_in_dims(idx, big, tuple(range(rank))), pos], direction="eq")
-
-
 # -- gathers ------------------------------------------------------------------------
 @op("GatherElements")
 def _gather_elements(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """out[i..., j (at axis), k...] = x[i..., indices[i..., j, k...], k...]: a gather whose
+    other dims are batching dims (paired position for position with the indices')."""
     x, indices = a.inputs
     rank = x.type.rank
     axis = norm_axis(ctx, a.attr("axis", 0), rank)
+    if indices.type.rank != rank:
+        raise ctx.error(f"indices {indices.type} and data {x.type} differ in rank")
     dim = x.type.shape[axis]
-    mask = element_mask(ctx, indices, dim)  # [J..., D]
-    big = mask.type.shape
-    # x restricted to J on the other dims, its indexed dim last: [J without axis..., D]
-    moved = _move_to_end(ctx, _crop(ctx, x, indices.type.shape, axis), axis)
-    values = ctx.broadcast_in_dims(moved, big, tuple(d for d in range(rank + 1) if d != axis))
-    return [_collect(ctx, values, mask, rank, "sum")]
+    idx = normalize_index(ctx, indices, dim)
+    check_in_range(ctx, idx, dim, f"an index is outside [-{dim}, {dim}) for axis {axis} of {x.type}")
+    x = _crop(ctx, x, indices.type.shape, axis)
+    others = tuple(d for d in range(rank) if d != axis)
+    return [ctx.op("gather", [x, idx], offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                   index_vector_dim=rank, slice_sizes=(1,) * rank, operand_batching_dims=others,
+                   start_indices_batching_dims=others)]
 
 
 @op("GatherND")
 def _gather_nd(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """out[b..., m...] = data[b..., indices[b..., m..., :], rest...]: the batch dims pair up, the
+    K index components pick the next K dims, the rest is the window."""
     data, indices = a.inputs
     nb = int(a.attr("batch_dims", 0))
     k = indices.type.shape[-1]
-    batch = data.type.shape[:nb]
-    indexed = data.type.shape[nb:nb + k]
-    rest = data.type.shape[nb + k:]
-    middle = indices.type.shape[nb:-1]
-    if indices.type.shape[:nb] != batch:
+    rank = data.type.rank
+    if not 0 <= nb < indices.type.rank or nb + k > rank:
+        raise ctx.error(f"batch_dims {nb} and index vectors of {k} do not fit data {data.type} and indices {indices.type}")
+    if indices.type.shape[:nb] != data.type.shape[:nb]:
         raise ctx.error(f"batch dims of {indices.type} and {data.type} differ")
-    nbatch, m = math.prod(batch), math.prod(middle)
-    idx = ctx.reshape(ctx.convert(indices, DType.I64), (nbatch, m, k))
-    # linear index into the k indexed dims: sum of (component, normalised) * stride
-    lin = None
-    stride = 1
-    for i in reversed(range(k)):
-        comp = ctx.op("slice", [idx], start=(0, 0, i), limit=(nbatch, m, i + 1), stride=(1, 1, 1))
-        comp = normalize_index(ctx, ctx.reshape(comp, (nbatch, m)), indexed[i])
-        term = comp if stride == 1 else ctx.binary_scalar("mul", comp, stride)
-        lin = term if lin is None else ctx.op("add", [lin, term])
-        stride *= indexed[i]
-    flat = ctx.reshape(data, (nbatch, math.prod(indexed), math.prod(rest)))
-    out = take(ctx, flat, lin, batched=True)
-    return [ctx.reshape(out, batch + middle + rest)]
+    indexed = data.type.shape[nb:nb + k]
+    idx = _normalize_vectors(ctx, indices, indexed,
+                             f"an index vector is outside the dims {tuple(indexed)} it indexes in {data.type}")
+    batch = tuple(range(nb))
+    picked = tuple(range(nb, nb + k))
+    n_out_batch = indices.type.rank - 1
+    window = data.type.shape[nb + k:]
+    return [ctx.op("gather", [data, idx], offset_dims=tuple(range(n_out_batch, n_out_batch + len(window))),
+                   collapsed_slice_dims=picked, start_index_map=picked, index_vector_dim=indices.type.rank - 1,
+                   slice_sizes=(1,) * (nb + k) + tuple(window), operand_batching_dims=batch,
+                   start_indices_batching_dims=batch)]
 
 
 # -- scatters -----------------------------------------------------------------------
-_SCATTER_KINDS = {"none": "sum", "add": "sum", "mul": "prod", "max": "max", "min": "min"}
+_SCATTER_KINDS = {"none": "assign", "add": "add", "mul": "mul", "max": "max", "min": "min"}
 
 
-def _combine(ctx: Ctx, reduction: str, data: Value, hit: Value, update: Value) -> Value:
-    """Where `hit`: the update replaces (none) or combines with the data; elsewhere the data stays."""
-    if reduction == "none":
-        combined = update
-    else:
-        combined = ctx.op({"add": "add", "mul": "mul", "max": "max", "min": "min"}[reduction], [data, update])
-    return ctx.op("select", [hit, combined, data])
-
-
-def _any(ctx: Ctx, mask: Value, axis: int) -> Value:
-    counts = ctx.reduce(ctx.convert(mask, DType.I32), "max", (axis,))
-    return ctx.op("compare", [counts, ctx.full(0, counts.type)], direction="gt")
-
-
-def _reduction(ctx: Ctx, a: NodeArgs) -> str:
+def _scatter_kind(ctx: Ctx, a: NodeArgs) -> str:
     reduction = a.attr("reduction", "none")
     if reduction not in _SCATTER_KINDS:
         raise ctx.unsupported(f"reduction '{reduction}'")
-    return reduction
+    return _SCATTER_KINDS[reduction]
 
 
 @op("ScatterElements", "Scatter")
 def _scatter_elements(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """out = data; out[i..., indices[i..., j, k...] (at axis), k...] = updates[i..., j, k...] (or combined),
+    updates in index order: one scatter whose index vectors are the element's own position with
+    the axis component replaced by the index."""
     data, indices, updates = a.inputs
     rank = data.type.rank
     axis = norm_axis(ctx, a.attr("axis", 0), rank)
-    reduction = _reduction(ctx, a)
+    kind = _scatter_kind(ctx, a)
+    if indices.type.shape != updates.type.shape or indices.type.rank != rank:
+        raise ctx.error(f"indices {indices.type} and updates {updates.type} must have one shape, of data's rank {rank}")
+    if any(n > data.type.shape[d] for d, n in enumerate(indices.type.shape) if d != axis):
+        raise ctx.error(f"indices {indices.type} exceed data {data.type} on a dim other than axis {axis}")
     dim = data.type.shape[axis]
-    mask = element_mask(ctx, indices, dim)  # [J..., D]
-    big = mask.type.shape
-    upd = ctx.broadcast_in_dims(updates, big, tuple(range(rank)))
-    # reduce over the update's own `axis` dim: [J without axis..., D], then D back at `axis`
-    summed = _collect(ctx, upd, mask, axis, _SCATTER_KINDS[reduction])
-    hit = _any(ctx, mask, axis)
-    back = [d for d in range(rank - 1)]
-    back.insert(axis, rank - 1)
-    summed, hit = ctx.transpose(summed, back), ctx.transpose(hit, back)
-    # J may be smaller than the data on the other dims: pad the rest as "not hit"
-    high = tuple(s - t for s, t in zip(data.type.shape, summed.type.shape))
-    if any(high):
-        zeros = (0,) * rank
-        summed = ctx.op("pad", [summed], low=zeros, high=high, value=0)
-        hit = ctx.op("pad", [hit], low=zeros, high=high, value=0)
-    return [_combine(ctx, reduction, data, hit, summed)]
+    idx = normalize_index(ctx, indices, dim)
+    check_in_range(ctx, idx, dim, f"an index is outside [-{dim}, {dim}) for axis {axis} of {data.type}")
+    shape = idx.type.shape
+    components = [idx if d == axis else ctx.op("iota", [], shape=shape, dim=d, dtype=DType.I64) for d in range(rank)]
+    vectors = ctx.op("concat", [ctx.reshape(c, shape + (1,)) for c in components], axis=rank)
+    return [ctx.op("scatter", [data, vectors, updates], kind=kind, update_window_dims=(),
+                   inserted_window_dims=tuple(range(rank)), scatter_dims_to_operand_dims=tuple(range(rank)),
+                   index_vector_dim=rank)]
 
 
 @op("ScatterND")
 def _scatter_nd(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    """out = data; out[indices[m..., :], rest...] = updates[m..., rest...] (or combined), in index order."""
     data, indices, updates = a.inputs
-    reduction = _reduction(ctx, a)
+    kind = _scatter_kind(ctx, a)
     k = indices.type.shape[-1]
+    if k > data.type.rank:
+        raise ctx.error(f"index vectors of {k} exceed data {data.type}")
     indexed, rest = data.type.shape[:k], data.type.shape[k:]
-    p, r = math.prod(indexed), math.prod(rest)
-    m = math.prod(indices.type.shape[:-1])
-    idx = ctx.reshape(ctx.convert(indices, DType.I64), (m, k))
-    lin = None
-    stride = 1
-    for i in reversed(range(k)):
-        comp = ctx.reshape(ctx.op("slice", [idx], start=(0, i), limit=(m, i + 1), stride=(1, 1)), (m,))
-        comp = normalize_index(ctx, comp, indexed[i])
-        term = comp if stride == 1 else ctx.binary_scalar("mul", comp, stride)
-        lin = term if lin is None else ctx.op("add", [lin, term])
-        stride *= indexed[i]
-    big = (m, p, r)
-    pos = ctx.op("iota", [], shape=big, dim=1, dtype=DType.I64)
-    mask = ctx.op("compare", [ctx.broadcast_in_dims(lin, big, (0,)), pos], direction="eq")
-    upd = ctx.broadcast_in_dims(ctx.reshape(updates, (m, r)), big, (0, 2))
-    summed = _collect(ctx, upd, mask, 0, _SCATTER_KINDS[reduction])  # [P, R]
-    hit = _any(ctx, mask, 0)
-    flat = ctx.reshape(data, (p, r))
-    return [ctx.reshape(_combine(ctx, reduction, flat, hit, summed), data.type.shape)]
+    batch = indices.type.shape[:-1]
+    if updates.type.shape != batch + rest:
+        raise ctx.error(f"updates {updates.type} must be {batch + rest} for indices {indices.type} and data {data.type}")
+    idx = _normalize_vectors(ctx, indices, indexed,
+                             f"an index vector is outside the dims {tuple(indexed)} it indexes in {data.type}")
+    return [ctx.op("scatter", [data, idx, updates], kind=kind,
+                   update_window_dims=tuple(range(len(batch), len(batch) + len(rest))),
+                   inserted_window_dims=tuple(range(k)), scatter_dims_to_operand_dims=tuple(range(k)),
+                   index_vector_dim=indices.type.rank - 1)]
 
 
 # -- generators and masks -----------------------------------------------------------
