@@ -274,7 +274,41 @@ def test_does_not_fuse_dot_into_reduce_when_data_movement_is_between():
         }"""
     kernels = kernels_of(text)
     assert kernels == [("d", ["d"], ["x", "w"]), ("s", ["r", "s"], ["d"])]
-    assert "a reduce is not an epilogue" in explain(fuse(parse_graph(ir(text))))
+    assert "the dot epilogue ends before reshape %r" in explain(fuse(parse_graph(ir(text))))
+
+
+def test_dot_epilogue_ends_before_the_transpose_that_splits_attention_heads():
+    # x @ W + b, then the head split (reshape, transpose) and a scale: the dot keeps its bias
+    # and its fast body; the transpose runs in the next kernel (it made BERT's projections 20x slower)
+    text = """
+        graph @g(%x: f32[8,16], %w: f32[16,16], %b: f32[16]) {
+          %d = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[8,16]
+          %bb = broadcast(%b) {dims = [1], shape = [8, 16]} : f32[8,16]
+          %a = add(%d, %bb) : f32[8,16]
+          %h = reshape(%a) {shape = [8, 2, 8]} : f32[8,2,8]
+          %t = transpose(%h) {perm = [1, 0, 2]} : f32[2,8,8]
+          %c = constant() {value = dense<0.5>} : f32[2,8,8]
+          %s = mul(%t, %c) : f32[2,8,8]
+          return %s as "y"
+        }"""
+    assert kernels_of(text) == [("a", ["d", "bb", "a"], ["x", "w", "b"]), ("s", ["h", "t", "s"], ["a", "c"])]
+    assert "the dot epilogue ends before reshape %h" in explain(fuse(parse_graph(ir(text))))
+
+
+def test_packed_dot_epilogue_keeps_its_unpack_chain():
+    # after the layout pass: dot -> row reshape -> slice (its unpack chain) -> relu, then a transpose
+    text = """
+        graph @g(%x: f32[4,8]) {
+          %w = constant() {value = dense<1.0>} : f32[1,8,16]
+          %d = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[4,1,16]
+          %r = reshape(%d) {shape = [4, 16]} : f32[4,16]
+          %c = slice(%r) {start = [0, 0], limit = [4, 12], stride = [1, 1]} : f32[4,12]
+          %z = constant() {value = dense<0.0>} : f32[4,12]
+          %a = max(%c, %z) : f32[4,12]
+          %t = transpose(%a) {perm = [1, 0]} : f32[12,4]
+          return %t as "y"
+        }"""
+    assert kernels_of(text) == [("a", ["d", "r", "c", "a"], ["x", "w", "z"]), ("t", ["t"], ["a"])]
 
 
 def test_does_not_fuse_a_second_conv_into_a_kernel_that_has_one():

@@ -35,16 +35,28 @@ rules, in order (each decision keeps its reason for --explain fusion):
 - dot, conv, reduce and reduce_window fuse only into once-reading uses
   (this is epilogue fusion: bias, activation and residual adds run on the
   accumulator before the store); dot and conv never fuse into a reduce (a
-  global average pool), which would keep them off their fast kernel bodies.
+  global average pool), which would keep them off their fast kernel bodies;
+- an f32 dot or conv's epilogue ends where the fast bodies stop taking it:
+  they store each accumulator lane at its own position, so between the
+  contraction and the root only its unpack chain (passes/layout.py) and
+  elementwise ops may stand. The last value before anything else (the
+  transpose that splits attention heads, a layout permute) is materialized:
+  the contraction keeps its bias and activation, and the data movement runs
+  as a cheap kernel of its own instead of dragging the contraction onto the
+  elemental path.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
+from collections.abc import Callable
+
 from aot.ir.graph import Graph, Node, Value
+from aot.ir.types import DType
 from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.contraction_sum import accumulation_join
+from aot.passes.layout import unpack_links
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -116,15 +128,52 @@ class _Analysis:
         return alignment, contexts
 
 
+def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict[int, str]:
+    """id(node) -> why: the values where an f32 dot or conv's epilogue must end (see the module doc).
+
+    Walks from each contraction along single users: first the links of its
+    unpack chain, in order, then elementwise ops. The first other user ends the
+    epilogue at the value it reads; a chain cut before its required links
+    ends it at the contraction itself. Where a value has several users the
+    walk stops: the ordinary rules already decide there.
+    """
+    ends: dict[int, str] = {}
+    for node in graph.nodes:
+        if node.op not in ("dot", "conv") or node.out.type.dtype is not DType.F32:
+            continue
+        links = unpack_links(node)
+        current, linked = node, 0
+        while True:
+            readers = users_of(current.out)
+            if len(readers) != 1:
+                break
+            (user,) = readers
+            if user.inputs[0] is current.out and linked < len(links) and links[linked](user, current.out):
+                current, linked = user, linked + 1
+                continue
+            if user.op in ELEMENTWISE:
+                current = user
+                linked = len(links)  # the chain is over once an elementwise op stands between
+                continue
+            end = node if 0 < linked < len(links) - 1 else current
+            ends[id(end)] = (f"the {node.op} epilogue ends before {user.op} %{user.out.name}: "
+                             f"the fast {node.op} body stores each accumulator at its own position")
+            break
+    return ends
+
+
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
             is_checked: bool, alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool,
-            holds_contraction: bool, sums_with_contraction: bool) -> Decision:
+            holds_contraction: bool, sums_with_contraction: bool, epilogue_end: str | None = None) -> Decision:
     """`is_checked`: a run-time check reads the value; `sums_with_contraction`: a conv that meets
-    every contraction of its consumer's kernel in a plain sum."""
+    every contraction of its consumer's kernel in a plain sum; `epilogue_end`: why a contraction's
+    epilogue must end at this node (epilogue_ends)."""
     if is_output:
         return Decision.no("graph output")
     if is_checked:
         return Decision.no("read by a run-time check")
+    if epilogue_end is not None and users:
+        return Decision.no(epilogue_end)
     if node.op in NON_ELEMENTAL:
         return Decision.no(f"{node.op} has no elemental form")
     if not users:
@@ -163,6 +212,8 @@ def fuse(graph: Graph) -> list[Kernel]:
     def users_of(value: Value) -> list[Node]:
         return users.get(id(value), [])
 
+    ends = epilogue_ends(graph, users_of)
+
     # groups[id(node)] = the kernels (by root position) that compute `node` inline
     groups: dict[int, list[int]] = {}
     reasons: dict[int, str] = {}
@@ -198,7 +249,7 @@ def fuse(graph: Graph) -> list[Kernel]:
         sums = node.op == "conv" and bool(held) and all(
             accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, id(node.out) in checked,
-                           alignment, contexts, feeds_reduce, bool(held), sums)
+                           alignment, contexts, feeds_reduce, bool(held), sums, ends.get(id(node)))
         if decision.fuse and node.op in ("dot", "conv"):
             for g in set(user_groups):
                 with_contraction.setdefault(g, []).append(node)

@@ -35,6 +35,8 @@ weight with the lanes along pixels.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from aot.ir.builder import Builder
@@ -168,6 +170,54 @@ def is_packed_conv(node: Node) -> bool:
     if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1, 1))):
         return False
     return attrs["strides"][-1] == 1 and attrs["dilation"][-1] == 1 and attrs["padding"][-1] == (lanes - 1, lanes - 1)
+
+
+def is_packed_dot(node: Node) -> bool:
+    """dot(x, Wp [NB, K, L]) as this pass writes it (f32, no batch dims)."""
+    if node.op != "dot" or node.out.type.dtype is not DType.F32:
+        return False
+    attrs = node.attrs
+    rhs = node.inputs[1]
+    return (not attrs["lhs_batch"] and rhs.type.rank == 3 and attrs["rhs_contract"] == (1,)
+            and len(attrs["lhs_contract"]) == 1 and rhs.producer is not None and rhs.producer.op == "constant")
+
+
+# -- the unpack chains this pass writes after a packed dot or conv ---------------------
+# A link check takes a node and the value the chain has reached (the node's first input).
+LinkCheck = Callable[[Node, Value], bool]
+
+
+def is_unpadding_slice(node: Node, source: Value) -> bool:
+    """slice that keeps a leading corner: start 0, stride 1."""
+    return node.op == "slice" and all(s == 0 for s in node.attrs["start"]) and all(s == 1 for s in node.attrs["stride"])
+
+
+def _is_row_reshape(node: Node, source: Value) -> bool:
+    shape = source.type.shape
+    return node.op == "reshape" and node.out.type.shape == shape[:-2] + (shape[-2] * shape[-1],)
+
+
+def _is_nchw_transpose(node: Node, source: Value) -> bool:
+    return node.op == "transpose" and node.attrs["perm"] == (0, 1, 4, 2, 3)
+
+
+def _is_channel_reshape(node: Node, source: Value) -> bool:
+    n, blocks, lanes, oh, ow = source.type.shape
+    return node.op == "reshape" and node.out.type.shape == (n, blocks * lanes, oh, ow)
+
+
+# the last link (the slice that drops padding) is optional
+DOT_LINKS: tuple[LinkCheck, ...] = (_is_row_reshape, is_unpadding_slice)
+CONV_LINKS: tuple[LinkCheck, ...] = (_is_nchw_transpose, _is_channel_reshape, is_unpadding_slice)
+
+
+def unpack_links(node: Node) -> tuple[LinkCheck, ...]:
+    """The unpack chain that follows a packed dot or conv; () for any other node."""
+    if is_packed_dot(node):
+        return DOT_LINKS
+    if is_packed_conv(node):
+        return CONV_LINKS
+    return ()
 
 
 def _is_pointwise(node: Node, w: np.ndarray) -> bool:

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import (
-    Epilogue, LinkCheck, branch, fma, is_unpadding_slice, load_vector, packed_epilogue, register, splat,
+    Epilogue, branch, fma, load_vector, packed_epilogue, register, splat,
     store_epilogue, store_vector, vector_of,
 )
 from aot.codegen.cpu.kernel import KernelContext, matched_body
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.ir.graph import Node, Value
+from aot.ir.graph import Node
 from aot.passes.contraction_sum import accumulation_join
-from aot.passes.layout import is_packed_conv
+from aot.passes.layout import CONV_LINKS, is_packed_conv
 from aot.plan import Kernel
 
 # output pixels per work item: one accumulator vector each (leaves room for
@@ -49,18 +49,6 @@ MAX_PIXELS = 12
 # on resnet18, 12 pixels made the 56x56 convs 35% slower and 14 twice as slow.
 PAIRED_MAX_PIXELS = 8
 ZERO = const_i64(0)
-
-
-def _is_nchw_transpose(node: Node, source: Value) -> bool:
-    return node.op == "transpose" and node.attrs["perm"] == (0, 1, 4, 2, 3)
-
-
-def _is_channel_reshape(node: Node, source: Value) -> bool:
-    n, blocks, lanes, oh, ow = source.type.shape
-    return node.op == "reshape" and node.out.type.shape == (n, blocks * lanes, oh, ow)
-
-
-CONV_LINKS: tuple[LinkCheck, ...] = (_is_nchw_transpose, _is_channel_reshape, is_unpadding_slice)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import (
-    ACC_VECTORS, MAX_ROWS, Epilogue, branch, fma, is_packed_dot, load_vector, register, splat, store_epilogue,
+    ACC_VECTORS, MAX_ROWS, Epilogue, branch, fma, load_vector, register, splat, store_epilogue,
     store_vector, vector_of,
 )
 from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
@@ -42,6 +42,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
 from aot.ops.linalg import dot_free_dims
+from aot.passes.layout import is_packed_dot
 from aot.plan import Kernel
 
 LANES = 16  # one AVX-512 register of f32 (two AVX2 ones)

@@ -31,18 +31,15 @@ from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, ma
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
-from aot.ir.graph import Node, Value
-from aot.ir.types import DType
+from aot.ir.graph import Node
 from aot.ops import DATA_MOVEMENT, ELEMENTWISE
+from aot.passes.layout import DOT_LINKS, LinkCheck, is_packed_dot
 from aot.plan import Kernel
 
 # accumulator tile: rows x column blocks; 6 x 2 (or 3 x 4) vectors leave
 # registers for the loaded weight vectors and the broadcast on AVX2 (16 regs)
 MAX_ROWS = 6
 ACC_VECTORS = 12
-
-LinkCheck = Callable[[Node, Value], bool]
-
 
 # == epilogue analysis (shared with conv.py) ========================================
 @dataclass(frozen=True)
@@ -113,11 +110,6 @@ def _match(kernel: Kernel, contraction: Node, root: Node, links: Sequence[LinkCh
     if root.op not in ELEMENTWISE and (not chain or root is not chain[-1]):
         return None
     return tuple(chain)
-
-
-def is_unpadding_slice(node: Node, source: Value) -> bool:
-    """slice that keeps a leading corner: start 0, stride 1."""
-    return node.op == "slice" and all(s == 0 for s in node.attrs["start"]) and all(s == 1 for s in node.attrs["stride"])
 
 
 # == vector helpers =====================================================================
@@ -227,24 +219,6 @@ def store_epilogue(ctx: KernelContext, epilogue: Epilogue, elements: Sequence[tu
 
 
 # == the packed dot ===================================================================
-def is_packed_dot(node: Node) -> bool:
-    """dot(x, Wp [NB, K, L]) as the layout pass writes it (f32, no batch dims)."""
-    if node.op != "dot" or node.out.type.dtype is not DType.F32:
-        return False
-    attrs = node.attrs
-    rhs = node.inputs[1]
-    return (not attrs["lhs_batch"] and rhs.type.rank == 3 and attrs["rhs_contract"] == (1,)
-            and len(attrs["lhs_contract"]) == 1 and rhs.producer is not None and rhs.producer.op == "constant")
-
-
-def _is_row_reshape(node: Node, source: Value) -> bool:
-    shape = source.type.shape
-    return node.op == "reshape" and node.out.type.shape == shape[:-2] + (shape[-2] * shape[-1],)
-
-
-DOT_LINKS: tuple[LinkCheck, ...] = (_is_row_reshape, is_unpadding_slice)
-
-
 @dataclass(frozen=True)
 class DotTiling:
     rows: int  # M: product of the lhs free dims
