@@ -5,15 +5,13 @@
 
 
 Both engines run in this one process, with their default thread-pool settings,
-alternating in blocks of BLOCK timed runs, so machine noise hits both alike;
-a pause before each block keeps either from being timed while the other's
-spinning workers hold the cores. Prints medians and the ratio onnxruntime / aot (above 1 means
-aot is faster), and artifact bytes against the ONNX file and weight bytes.
+timed side by side in alternating blocks of runs (benchmarks/side_by_side.py).
+Prints medians and the ratio onnxruntime / aot (above 1 means aot is faster),
+and artifact bytes against the ONNX file and weight bytes.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -25,16 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_samples  # noqa: E402
+from side_by_side import alternate_medians  # noqa: E402
 
 import aot  # noqa: E402
 from aot.inspect import describe  # noqa: E402
-
-
-# timed runs per engine before the other engine's turn; untimed running before
-# them; the pause before each block (see bench)
-BLOCK = 10
-WAKE_S = 0.03
-SETTLE_S = 0.5
 
 
 def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dict[str, float]:
@@ -50,31 +42,12 @@ def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dic
     options.intra_op_num_threads = threads  # its defaults otherwise (workers spin, as aot's do)
     peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     feeds = {"x": x}
-    for _ in range(10):  # warm up both
-        ours.run(None, feeds)
-        peer.run(None, feeds)
-    t_ours: list[float] = []
-    t_peer: list[float] = []
-    # Both pools spin after a run (onnxruntime's for about 100 ms), and a spinning
-    # worker takes a core from the other engine. So the engines alternate in
-    # blocks, with a pause that lets the other's workers park before each block
-    # and untimed runs that wake its own (a woken worker may first share its
-    # waker's core until the scheduler moves it).
-    for _ in range(-(-runs // BLOCK)):
-        for engine, times in ((ours, t_ours), (peer, t_peer)):
-            time.sleep(SETTLE_S)
-            awake = time.perf_counter() + WAKE_S
-            while time.perf_counter() < awake:  # untimed: the scheduler settles the woken threads
-                engine.run(None, feeds)
-            for _ in range(BLOCK):
-                start = time.perf_counter()
-                engine.run(None, feeds)
-                times.append(time.perf_counter() - start)
+    aot_s, ort_s = alternate_medians([lambda: ours.run(None, feeds), lambda: peer.run(None, feeds)], runs)
     info = describe(artifact)
     diff = float(np.max(np.abs(ours.run(None, feeds)[0] - peer.run(None, feeds)[0])))
     return {
-        "aot_ms": statistics.median(t_ours) * 1e3,
-        "ort_ms": statistics.median(t_peer) * 1e3,
+        "aot_ms": aot_s * 1e3,
+        "ort_ms": ort_s * 1e3,
         "artifact_bytes": info["file_bytes"],
         "onnx_bytes": model.stat().st_size,
         "weights_bytes": info["weights_bytes"],
