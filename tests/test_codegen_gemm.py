@@ -310,3 +310,16 @@ def test_masked_load_reads_only_its_lanes_on_every_instruction_set(target):
             getattr(lib, f"f{k}")(ctypes.c_void_p(src.ctypes.data), ctypes.c_void_p(dst.ctypes.data), ctypes.c_int32(take))
             expected = np.where(np.arange(lanes) < (k if take else 0), src, np.float32(-1.0))
             np.testing.assert_array_equal(dst, expected, err_msg=f"prefix {k}, take {take}")
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+@pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding", [
+    ((1, 16, 41), 16, (3,), 1, (2,), ((0, 0),)),     # wav2vec2's feature extractor conv
+    ((1, 32, 30), 32, (9,), 2, (1,), ((4, 4),)),     # grouped, padded: a positional conv
+    ((2, 3, 25), 20, (5,), 1, (3,), ((2, 1),)),      # padded output channels
+])
+def test_one_d_conv_runs_on_the_packed_conv_body(x_shape, o, kernel, groups, strides, padding, target):
+    # issue 10: 1-d convs took the elemental path (wav2vec2 at 9x onnxruntime's time)
+    make = conv2d(x_shape, o, kernel, "bias_relu", groups, strides, padding, (1,))
+    plan = check(make, feeds_for(make), pieces=2, target=target)
+    assert CONV_EMITTER in [body_emitter(k, target) for k in plan.kernels]

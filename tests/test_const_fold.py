@@ -54,3 +54,20 @@ def test_does_not_fold_non_constant_inputs():
         }"""
     changed, out = run_pass(ConstFold(), text)
     assert not changed and out == ir(text)
+
+
+def test_folds_weight_normalization_through_the_broadcast_of_its_norm():
+    # v / broadcast(norm): the broadcast alone outgrows its operand, but the division
+    # costs no more than v, so it folds into one weight (a packable conv weight)
+    changed, out = run_pass(ConstFold(), """
+        graph @g(%x: f32[2,3]) {
+          %v = constant() {value = dense<[[3.0, 4.0, 0.0], [4.0, 3.0, 5.0]]>} : f32[2,3]
+          %n = constant() {value = dense<[5.0, 5.0]>} : f32[2]
+          %nb = broadcast(%n) {dims = [0], shape = [2, 3]} : f32[2,3]
+          %w = div(%v, %nb) : f32[2,3]
+          %y = mul(%x, %w) : f32[2,3]
+          return %y as "y"
+        }""")
+    assert changed
+    assert "%y = mul(%x, %w.c)" in out
+    assert "%w.c = constant() {value = dense<[[0.6000000238418579, 0.800000011920929, 0.0], " in out

@@ -152,3 +152,21 @@ def test_does_not_pack_non_constant_rhs():
     g.add_output(Builder(g).op("dot", [x, w], lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(0,)), "y")
     changed, _ = packed(g)
     assert not changed
+
+
+@pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding", [
+    ((1, 128, 99), 128, (3,), 1, (2,), ((0, 0),)),      # wav2vec2's feature extractor conv
+    ((1, 32, 40), 32, (16,), 2, (1,), ((8, 8),)),      # a grouped positional conv (16 channels a group)
+    ((2, 3, 21), 20, (5,), 1, (3,), ((2, 1),)),        # padded output channels (20 of 32)
+])
+def test_one_d_conv_packs_as_a_unit_height_2d_conv(x_shape, o, kernel, groups, strides, padding):
+    feeds = {"x": np.random.default_rng(7).standard_normal(x_shape)}
+    graph = lambda: conv_graph(x_shape, o, kernel, groups, strides, padding, (1,))  # noqa: E731
+    expected = interpret(graph(), feeds)
+    changed, g = packed(graph())
+    assert changed
+    convs = [n for n in g.nodes if n.op == "conv"]
+    assert convs[0].inputs[0].type.shape == (x_shape[0], x_shape[1], 1, x_shape[2], 1)
+    # the channel reshape goes straight back to [N, O', OL]: no extra link for the fast body to refuse
+    assert g.outputs[0].type.rank == 3
+    np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)

@@ -133,9 +133,10 @@ def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
 
     Walks from each contraction along single users: first the links of its
     unpack chain, in order, then elementwise ops. The first other user ends the
-    epilogue at the value it reads; a chain cut before its required links
-    ends it at the contraction itself. Where a value has several users the
-    walk stops: the ordinary rules already decide there.
+    epilogue at the value it reads (so a norm's reductions read the result in
+    its natural layout, not through the unpack transpose); a chain cut before
+    its required links ends it at the contraction itself. A value read by
+    several elementwise ops ends the walk: the ordinary rules decide there.
     """
     ends: dict[int, str] = {}
     for node in graph.nodes:
@@ -145,13 +146,14 @@ def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
         current, linked = node, 0
         while True:
             readers = users_of(current.out)
-            if len(readers) != 1:
-                break
-            (user,) = readers
-            if user.inputs[0] is current.out and linked < len(links) and links[linked](user, current.out):
+            if not readers or (len(readers) > 1 and all(r.op in ELEMENTWISE for r in readers)):
+                break  # an elementwise expression reading it twice (GELU's x) may still be one epilogue
+            user = readers[0] if len(readers) == 1 else next(r for r in readers if r.op not in ELEMENTWISE)
+            if len(readers) == 1 and user.inputs[0] is current.out and linked < len(links) \
+                    and links[linked](user, current.out):
                 current, linked = user, linked + 1
                 continue
-            if user.op in ELEMENTWISE:
+            if len(readers) == 1 and user.op in ELEMENTWISE:
                 current = user
                 linked = len(links)  # the chain is over once an elementwise op stands between
                 continue

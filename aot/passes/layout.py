@@ -23,11 +23,16 @@ only kernel tap l = L-1-od (the packed block holds its channels in reverse):
             %r  = reshape(%t) : [N, OB*L, OH, OW]
             %y  = slice(%r) : [N, O, OH, OW]      # only when O is padded
 
+A 1-d conv (NCL/OIK) packs as the 2-d conv over a unit height: x5 is
+[N, C, 1, L, 1], Wp [OB, C/g, 1, K, L], and the channel reshape goes
+straight to [N, OB*L, OL], so the fast conv body runs wav2vec2's feature
+extractor and positional conv as it runs image convs.
+
 Packed forms are recognised by rank (a rank-3 dot weight, a rank-5 conv
 weight) and never packed again, so the pass converges in one round.
 Not packed (left to the elemental path): non-f32, batched dots, size-0
 operands, weights shared by several users (packing each copy would bloat
-the artifact), convs other than 2-d, transposed (lhs_dilation) convs, and
+the artifact), convs other than 1-d and 2-d, transposed (lhs_dilation) convs, and
 grouped convs whose groups have a channel count that is not a multiple of
 `lanes` (depthwise among them), and pointwise convs (1x1, stride 1, no
 padding, one group), which codegen/cpu/conv1x1.py runs on the [O, C, 1, 1]
@@ -93,9 +98,11 @@ class Layout(Pass):
             if node.op == "dot" and self._packable_dot(node, array):
                 self._pack_dot(graph, node, array)
                 changed = True
-            elif node.op == "conv" and self._packable_conv(node, array):
-                self._pack_conv(graph, node, array)
-                changed = True
+            elif node.op == "conv":
+                planar = conv_as_2d(node, array)
+                if planar is not None and self._packable_conv(node, *planar):
+                    self._pack_conv(graph, node, *planar)
+                    changed = True
         return changed
 
     # -- dot ---------------------------------------------------------------------------
@@ -123,39 +130,62 @@ class Layout(Pass):
         _replace(graph, node, result)
 
     # -- conv --------------------------------------------------------------------------
-    def _packable_conv(self, node: Node, w: np.ndarray) -> bool:
-        attrs = node.attrs
-        if w.ndim != 4 or w.size == 0 or node.inputs[0].type.size == 0:
+    def _packable_conv(self, node: Node, w: np.ndarray, attrs: dict) -> bool:
+        if w.size == 0 or node.inputs[0].type.size == 0:
             return False
         if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
             return False
         groups = attrs["groups"]
-        if _is_pointwise(node, w):
+        if _is_pointwise(attrs, w):
             return False  # codegen/cpu/conv1x1.py vectorizes these along pixels, on the unpacked weight
         if w.shape[0] // groups < self.lanes and w.shape[1] * w.shape[2] * w.shape[3] <= NARROW_TAPS:
             return False  # too few outputs to fill the lanes: codegen/cpu/depthwise.py vectorizes along pixels
         return groups == 1 or (w.shape[0] // groups) % self.lanes == 0
 
-    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray) -> None:
+    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, attrs: dict) -> None:
         lanes = self.lanes
         x = node.inputs[0]
         packed = pack_conv_weight(w, lanes)
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
         name = node.out.name
-        x5 = b.op("reshape", [x], name=graph.fresh_name(f"{name}.lanes_in"), shape=x.type.shape + (1,))
+        n, c = x.type.shape[:2]
+        x5 = b.op("reshape", [x], name=graph.fresh_name(f"{name}.lanes_in"), shape=(n, c) + _planar_dims(x) + (1,))
         wp = b.constant(packed, name=graph.fresh_name(f"{name}.packed_w"))
-        attrs = node.attrs
         y5 = b.op("conv", [x5, wp], name=graph.fresh_name(f"{name}.packed"),
                   strides=attrs["strides"] + (1,), padding=attrs["padding"] + ((lanes - 1, lanes - 1),),
                   dilation=attrs["dilation"] + (1,), groups=attrs["groups"])
         t = b.op("transpose", [y5], name=graph.fresh_name(f"{name}.nchw"), perm=(0, 1, 4, 2, 3))
         n, blocks, _, oh, ow = t.type.shape
-        result = b.op("reshape", [t], name=graph.fresh_name(f"{name}.channels"), shape=(n, blocks * lanes, oh, ow))
+        spatial = node.out.type.shape[2:]  # (OH, OW), or (OW,) for a 1-d conv
+        result = b.op("reshape", [t], name=graph.fresh_name(f"{name}.channels"), shape=(n, blocks * lanes) + spatial)
         if blocks * lanes != w.shape[0]:
             out = node.out.type.shape
-            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0, 0, 0, 0),
-                          limit=out, stride=(1, 1, 1, 1))
+            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(out),
+                          limit=out, stride=(1,) * len(out))
         _replace(graph, node, result)
+
+
+def conv_as_2d(node: Node, w: np.ndarray) -> tuple[np.ndarray, dict] | None:
+    """A 2-d conv's weight and attributes; a 1-d conv's as the 2-d conv over a unit height
+    ([N, C, L] read as [N, C, 1, L]); None for other ranks."""
+    attrs = node.attrs
+    if w.ndim == 4:
+        return w, attrs
+    if w.ndim != 3:
+        return None
+    lifted = dict(attrs)
+    lifted["strides"] = (1,) + tuple(attrs["strides"])
+    lifted["padding"] = ((0, 0),) + tuple(tuple(p) for p in attrs["padding"])
+    lifted["dilation"] = (1,) + tuple(attrs["dilation"])
+    if "lhs_dilation" in attrs:
+        lifted["lhs_dilation"] = (1,) + tuple(attrs["lhs_dilation"])
+    return w[:, :, None, :], lifted
+
+
+def _planar_dims(x: Value) -> tuple[int, int]:
+    """(H, W) of a 2-d conv input; (1, L) of a 1-d one."""
+    spatial = x.type.shape[2:]
+    return tuple(spatial) if len(spatial) == 2 else (1, spatial[0])
 
 
 def is_packed_conv(node: Node) -> bool:
@@ -202,8 +232,11 @@ def _is_nchw_transpose(node: Node, source: Value) -> bool:
 
 
 def _is_channel_reshape(node: Node, source: Value) -> bool:
+    """[N, OB, L, OH, OW] -> [N, OB*L, OH, OW], or [N, OB*L, OW] for a 1-d conv (OH = 1)."""
     n, blocks, lanes, oh, ow = source.type.shape
-    return node.op == "reshape" and node.out.type.shape == (n, blocks * lanes, oh, ow)
+    planar = (n, blocks * lanes, oh, ow)
+    shapes = (planar, (n, blocks * lanes, ow)) if oh == 1 else (planar,)
+    return node.op == "reshape" and node.out.type.shape in shapes
 
 
 # the last link (the slice that drops padding) is optional
@@ -220,9 +253,8 @@ def unpack_links(node: Node) -> tuple[LinkCheck, ...]:
     return ()
 
 
-def _is_pointwise(node: Node, w: np.ndarray) -> bool:
+def _is_pointwise(attrs: dict, w: np.ndarray) -> bool:
     """1x1, stride 1, unpadded, ungrouped: a matrix product along contiguous pixels in NCHW."""
-    attrs = node.attrs
     return (w.shape[2:] == (1, 1) and attrs["groups"] == 1 and tuple(attrs["strides"]) == (1, 1)
             and all(tuple(p) == (0, 0) for p in attrs["padding"]))
 

@@ -295,6 +295,8 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
     o0 = b.mul(at.ob, const_i64(lanes), name=f"{name}.o0", flags=["nuw", "nsw"])
     left = b.sub(const_i64(g.out_channels), o0)
     count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
+    # the root is [N, O, OH, OW], or [N, O, OW] for a 1-d conv (OH = 1: the same linear index)
+    planar = epilogue.chain[-1].out.type.rank == 4
     with for_range(b, 0, count, f"{name}.od") as od:
         o = b.add(o0, od, flags=["nuw", "nsw"])
         row = b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow))
@@ -303,7 +305,7 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
         for p in range(pixels):  # unrolled: see store_epilogue
             scalar = b.load(b.gep(first, [b.add(lane, const_i64(p * lanes))], inbounds=True), name=f"{name}.v")
             ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
-            elements.append((scalar, [at.n, o, at.oh, ow], b.add(row, ow)))
+            elements.append((scalar, [at.n, o, at.oh, ow] if planar else [at.n, o, ow], b.add(row, ow)))
         store_epilogue(ctx, epilogue, elements)
 
 
