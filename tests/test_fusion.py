@@ -323,3 +323,17 @@ def test_does_not_fuse_a_second_conv_into_a_kernel_that_has_one():
         }"""
     assert kernels_of(text) == [("a", ["a"], ["x", "w"]), ("s", ["b", "s"], ["x", "d", "a"])]
     assert "already has a dot/conv" in explain(fuse(parse_graph(ir(text))))
+
+
+def test_transpose_feeding_a_conv_input_is_materialized():
+    # ConvNeXt: a permute back to NCHW before the 7x7 depthwise conv; fused, it kept the conv
+    # off the depthwise body (which reads its input from a buffer): 12x slower
+    text = """
+        graph @g(%x: f32[1,6,6,8]) {
+          %t = transpose(%x) {perm = [0, 3, 1, 2]} : f32[1,8,6,6]
+          %w = constant() {value = dense<0.5>} : f32[8,1,3,3]
+          %c = conv(%t, %w) {dilation = [1, 1], groups = 8, padding = [[1, 1], [1, 1]], strides = [1, 1]} : f32[1,8,6,6]
+          return %c as "y"
+        }"""
+    assert kernels_of(text) == [("t", ["t"], ["x"]), ("c", ["c"], ["t", "w"])]
+    assert "transpose feeding a conv's input is materialized" in explain(fuse(parse_graph(ir(text))))

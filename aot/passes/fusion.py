@@ -13,6 +13,8 @@ rules, in order (each decision keeps its reason for --explain fusion):
   stay in the weights blob and are read as kernel parameters;
 - a node read by several kernels is duplicated into each only when it is
   free (data movement, iota); otherwise it is a root of its own;
+- data movement other than a reshape never fuses into a conv's input: the
+  conv bodies read their input from a buffer;
 - reduction input fusion: a value that the kernel only reads at its row
   index (through a broadcast that re-expands exactly the innermost dim) is
   loop-invariant in the row loop; codegen computes it once per row, before
@@ -181,6 +183,11 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
     if not users:
         return Decision.no("no users")
     distinct = sorted(set(user_groups))
+    if node.op in FREE_OPS - {"reshape"} and any(u.op == "conv" and u.inputs[0] is node.out for u in users):
+        # the depthwise and pointwise bodies read the input from a buffer (and the packed body
+        # re-reads each element KH*KW times): a transpose inside the conv fell back to the
+        # elemental path, 12x slower on ConvNeXt's 7x7 depthwise convs
+        return Decision.no(f"{node.op} feeding a conv's input is materialized: the conv bodies read it from a buffer")
     if node.op in FREE_OPS:
         return Decision.yes(f"free {node.op}, recomputed in {len(distinct)} kernel(s)")
     if len(distinct) > 1:
