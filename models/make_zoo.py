@@ -64,6 +64,7 @@ Models (hidden size, layers, heads; vocab):
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 import warnings
@@ -418,6 +419,8 @@ def make(name: str, out_dir: Path) -> Path:
     args = tuple(torch.from_numpy(feeds[n]) for n in names)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.onnx"
+    # the exporter logs a warning for each torchvision op it cannot register (torchvision is not needed)
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # dynamo=True is torch 2.13's default exporter, named so a changed default cannot change the zoo
