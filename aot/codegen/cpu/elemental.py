@@ -183,10 +183,14 @@ class ElementalEmitter:
         self._row_ids: set[int] = set()
         self._row_scope = 0
         self._preamble: ir.Block | None = None
+        # row caching (codegen/cpu/row_cache.py): while set, the reduction loop over this
+        # value's row also stores each element at pointer + row start + position
+        self.row_cache_fill: tuple[Value, ir.Value, ir.Value] | None = None
+        self._hoisting = 0  # > 0 while a preamble segment is emitted
 
     # -- entry point -------------------------------------------------------------
     def value(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
-        if id(v) in self._substitutes:
+        if id(v) in self._substitutes and not self._hoisting:  # the preamble runs before any substitute
             return self._substitutes[id(v)]
         key = (id(v), *(id(i) for i in index))
         for scope in reversed(self._scopes):
@@ -245,7 +249,11 @@ class ElementalEmitter:
         resume = self.b.block
         segment = self.b.append_basic_block(f"{v.name}.row")
         self.b.position_at_end(segment)
-        result = self._compute(v, index)  # nested hoists extend the chain before `segment`
+        self._hoisting += 1
+        try:
+            result = self._compute(v, index)  # nested hoists extend the chain before `segment`
+        finally:
+            self._hoisting -= 1
         end = self.b.block
         self.b.position_at_end(self._preamble)
         self.b.branch(segment)
@@ -827,11 +835,18 @@ def _reduce(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     kept = iter(index)
     base = [None if d in axes else next(kept) for d in range(x.type.rank)]
 
+    fill = e.row_cache_fill if e.row_cache_fill is not None and e.row_cache_fill[0] is x else None
+
     def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
         sub = list(base)
         for axis, i in zip(axes, loop_index):
             sub[axis] = i
-        return e.combine(kind, acc, e.value(x, sub), dtype)
+        element = e.value(x, sub)
+        if fill is not None:  # keep the element for the inner loop (row_cache.py)
+            _, pointer, row = fill
+            address = e.b.gep(pointer, [e.b.add(row, loop_index[0])], inbounds=True, name=f"{x.name}.cached")
+            e.b.store(element, address, align=4)
+        return e.combine(kind, acc, element, dtype)
 
     init = e.immediate(dtype, reduce_identity(kind, dtype))
     extents = [x.type.shape[a] for a in axes]

@@ -28,6 +28,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from aot.codegen.cpu import row_cache
 from aot.codegen.cpu.elemental import ElementalEmitter, storage_type
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import MathLib
@@ -179,9 +180,15 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         setup.branch(body)
         return fn
 
+    cache = row_cache.find(kernel)
+
     def store(linear: ir.Value, index: list[ir.Value]) -> None:
-        value = elemental.value(root, index)
         addr = builder.gep(out_ptr, [linear], inbounds=True, name=f"{root.name}.out")
+        if cache is not None:  # the preamble's reduction loop left V's element here
+            elemental.substitute(cache.value, builder.load(addr, name=f"{cache.value.name}.cached", align=4))
+        value = elemental.value(root, index)
+        if cache is not None:
+            elemental.substitute(cache.value, None)
         builder.store(elemental.to_storage(value, dtype), addr, align=dtype.itemsize)
 
     if not shape:
@@ -196,6 +203,11 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
             elemental.begin_row(outer_index)
             main = builder.append_basic_block(f"{root.name}.main")
             builder.position_at_end(main)
+            if cache is not None:
+                # hoist the caching reduction now, before the inner loop substitutes V
+                elemental.row_cache_fill = (cache.value, out_ptr, row)
+                elemental.value(cache.reduce.out, outer_index)
+                elemental.row_cache_fill = None
             with for_range(builder, 0, inner, f"{root.name}.j") as j:
                 elemental.push_scope()
                 store(builder.add(row, j, name=f"{root.name}.at", flags=["nuw", "nsw"]), [*outer_index, j])

@@ -1,0 +1,82 @@
+"""Row caching (codegen/cpu/row_cache.py): a softmax evaluates exp once per element.
+
+The reduction's loop stores the reduced operand into the root's output row
+and the inner loop reads it back; the results must equal the recomputing
+kernel's on every x86 code path, and kernels where the root would read the
+operand at another index (or where it is not f32) must not cache.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_codegen_gemm import compile_and_run
+from targets_util import cpus_to_check
+
+from aot.codegen.cpu import row_cache
+from aot.interpreter import interpret
+from aot.ir.parser import parse_graph
+from aot.passes.fusion import fuse
+from passes_util import ir
+
+SOFTMAX = """
+    graph @g(%x: f32[{rows},{cols}]) {{
+      %m = reduce(%x) {{axes = [1], kind = "max"}} : f32[{rows}]
+      %mb = broadcast(%m) {{dims = [0], shape = [{rows}, {cols}]}} : f32[{rows},{cols}]
+      %s = sub(%x, %mb) : f32[{rows},{cols}]
+      %e = exp(%s) : f32[{rows},{cols}]
+      %t = reduce(%e) {{axes = [1], kind = "sum"}} : f32[{rows}]
+      %tb = broadcast(%t) {{dims = [0], shape = [{rows}, {cols}]}} : f32[{rows},{cols}]
+      %y = div(%e, %tb) : f32[{rows},{cols}]
+      return %y as "y"
+    }}"""
+
+
+def _graph(text: str):
+    return parse_graph(ir(text))
+
+
+def test_softmax_caches_its_exponentials():
+    (kernel,) = fuse(_graph(SOFTMAX.format(rows=3, cols=40)))
+    cache = row_cache.find(kernel)
+    assert cache is not None and cache.value.name == "e" and cache.reduce.out.name == "t"
+
+
+def test_no_cache_where_the_root_reads_the_operand_through_data_movement():
+    text = SOFTMAX.format(rows=4, cols=4).replace(
+        '%y = div(%e, %tb) : f32[4,4]', '%r = reverse(%e) {dims = [1]} : f32[4,4]\n      %y = div(%r, %tb) : f32[4,4]')
+    assert all(row_cache.find(kernel) is None for kernel in fuse(_graph(text)))
+
+
+def test_no_cache_for_a_layer_norm_whose_root_never_reads_the_reduced_square():
+    text = """
+        graph @g(%x: f32[3,8]) {
+          %n = constant() {value = dense<8.0>} : f32[3]
+          %s = reduce(%x) {axes = [1], kind = "sum"} : f32[3]
+          %mean = div(%s, %n) : f32[3]
+          %mb = broadcast(%mean) {dims = [0], shape = [3, 8]} : f32[3,8]
+          %c = sub(%x, %mb) : f32[3,8]
+          %sq = mul(%c, %c) : f32[3,8]
+          %v = reduce(%sq) {axes = [1], kind = "sum"} : f32[3]
+          %r = rsqrt(%v) : f32[3]
+          %rb = broadcast(%r) {dims = [0], shape = [3, 8]} : f32[3,8]
+          %y = mul(%c, %rb) : f32[3,8]
+          return %y as "y"
+        }"""
+    (kernel,) = fuse(_graph(text))
+    assert row_cache.find(kernel) is None
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+@pytest.mark.parametrize("rows,cols", [(1, 1), (5, 7), (6, 1500), (3, 33)])
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_cached_softmax_matches_the_reference(rows, cols, pieces, target):
+    text = SOFTMAX.format(rows=rows, cols=cols)
+    x = np.random.default_rng(rows * cols).standard_normal((rows, cols)).astype(np.float32) * 4
+    if cols > 1:
+        x.reshape(-1)[0] = -np.inf  # a masked position: exactly 0 after the cache round trip
+    (expected,) = interpret(_graph(text), {"x": x})
+    (got,), _ = compile_and_run(_graph(text), {"x": x}, pieces=pieces, target=target)
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-7)
+    if cols > 1:
+        assert got.reshape(-1)[0] == 0.0
