@@ -133,12 +133,13 @@ class _Analysis:
 def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict[int, str]:
     """id(node) -> why: the values where an f32 dot or conv's epilogue must end (see the module doc).
 
-    Walks from each contraction along single users: first the links of its
-    unpack chain, in order, then elementwise ops. The first other user ends the
-    epilogue at the value it reads (so a norm's reductions read the result in
-    its natural layout, not through the unpack transpose); a chain cut before
-    its required links ends it at the contraction itself. A value read by
-    several elementwise ops ends the walk: the ordinary rules decide there.
+    From each contraction: first the links of its unpack chain, in order; then
+    everything reachable through elementwise ops (bias, GELU's several reads of
+    its input, residual adds). A value of that epilogue that another kind of op
+    reads (a transpose, a reduce, a reshape) ends the epilogue there: it is
+    materialized, so the norm or the permute reads it in its natural layout
+    and the contraction keeps its fast body. A chain cut before its required
+    links ends the epilogue at the contraction itself.
     """
     ends: dict[int, str] = {}
     for node in graph.nodes:
@@ -146,23 +147,26 @@ def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
             continue
         links = unpack_links(node)
         current, linked = node, 0
-        while True:
+        while linked < len(links):
             readers = users_of(current.out)
-            if not readers or (len(readers) > 1 and all(r.op in ELEMENTWISE for r in readers)):
-                break  # an elementwise expression reading it twice (GELU's x) may still be one epilogue
-            user = readers[0] if len(readers) == 1 else next(r for r in readers if r.op not in ELEMENTWISE)
-            if len(readers) == 1 and user.inputs[0] is current.out and linked < len(links) \
-                    and links[linked](user, current.out):
-                current, linked = user, linked + 1
+            if len(readers) != 1 or readers[0].inputs[0] is not current.out or not links[linked](readers[0], current.out):
+                break
+            current, linked = readers[0], linked + 1
+        if 0 < linked < len(links) - 1:
+            ends[id(node)] = f"the {node.op} unpack chain is cut before its channel reshape"
+            continue
+        epilogue, seen = [current], {id(current)}
+        for value in epilogue:  # grows while it is walked: a breadth-first walk
+            readers = users_of(value.out)
+            other = next((r for r in readers if r.op not in ELEMENTWISE), None)
+            if other is not None:  # materialized: what reads it lies beyond this epilogue
+                ends.setdefault(id(value), f"the {node.op} epilogue ends before {other.op} %{other.out.name}: "
+                                           f"the fast {node.op} body stores each accumulator at its own position")
                 continue
-            if len(readers) == 1 and user.op in ELEMENTWISE:
-                current = user
-                linked = len(links)  # the chain is over once an elementwise op stands between
-                continue
-            end = node if 0 < linked < len(links) - 1 else current
-            ends[id(end)] = (f"the {node.op} epilogue ends before {user.op} %{user.out.name}: "
-                             f"the fast {node.op} body stores each accumulator at its own position")
-            break
+            for reader in readers:
+                if id(reader) not in seen:
+                    seen.add(id(reader))
+                    epilogue.append(reader)
     return ends
 
 
