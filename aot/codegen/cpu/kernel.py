@@ -200,7 +200,7 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
             outer_index = delinearize(builder, item, shape[:-1], "item")
             row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
             # values invariant in the inner loop (a fused reduction's result) go to the row preamble
-            elemental.begin_row(outer_index)
+            elemental.begin_row(outer_index, row, shape)
             main = builder.append_basic_block(f"{root.name}.main")
             builder.position_at_end(main)
             if cache is not None:
