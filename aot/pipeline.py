@@ -22,6 +22,7 @@ from aot.passes.dce import DeadCodeElim
 from aot.passes.fold_scale import FoldScale
 from aot.passes.fusion import explain, fuse
 from aot.passes.layout import Layout
+from aot.passes.patch_conv import PatchConv
 from aot.passes.output_copies import OutputCopies
 from aot.passes.simplify import Simplify
 from aot.plan import ExecutionPlan
@@ -31,7 +32,8 @@ MAX_ROUNDS = 8
 
 def default_passes(lanes: int = 16) -> list[Pass]:
     """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes)."""
-    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies(), Layout(lanes)]
+    return [ConstFold(), Simplify(), FoldScale(), CommonSubexprElim(), DeadCodeElim(), OutputCopies(), PatchConv(),
+            Layout(lanes)]
 
 
 @dataclass

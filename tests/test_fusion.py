@@ -336,7 +336,7 @@ def test_transpose_feeding_a_conv_input_is_materialized():
           return %c as "y"
         }"""
     assert kernels_of(text) == [("t", ["t"], ["x"]), ("c", ["c"], ["t", "w"])]
-    assert "transpose feeding a conv's input is materialized" in explain(fuse(parse_graph(ir(text))))
+    assert "transpose feeding a conv's input is materialized: the fast conv bodies read it from a buffer" in explain(fuse(parse_graph(ir(text))))
 
 
 def test_epilogue_with_gelu_ends_before_a_transpose():
@@ -354,3 +354,18 @@ def test_epilogue_with_gelu_ends_before_a_transpose():
           return %t as "t"
         }"""
     assert kernels_of(text) == [("y", ["d", "bb", "a", "e", "y"], ["x", "w", "b"]), ("t", ["t"], ["y"])]
+
+
+def test_transpose_feeding_a_packed_dot_lhs_through_a_reshape_is_materialized():
+    # an im2col (transpose, then a reshape) read by the gemm body: materialized, so the body
+    # loads its lhs from a buffer instead of dividing out six dims per element
+    text = """
+        graph @g(%x: f32[2,3,4]) {
+          %t = transpose(%x) {perm = [0, 2, 1]} : f32[2,4,3]
+          %r = reshape(%t) {shape = [8, 3]} : f32[8,3]
+          %w = constant() {value = dense<0.5>} : f32[1,3,16]
+          %d = dot(%r, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[8,1,16]
+          return %d as "y"
+        }"""
+    assert kernels_of(text) == [("t", ["t"], ["x"]), ("d", ["r", "d"], ["t", "w"])]
+    assert "transpose feeding a dot's lhs is materialized" in explain(fuse(parse_graph(ir(text))))

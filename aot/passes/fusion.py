@@ -13,8 +13,9 @@ rules, in order (each decision keeps its reason for --explain fusion):
   stay in the weights blob and are read as kernel parameters;
 - a node read by several kernels is duplicated into each only when it is
   free (data movement, iota); otherwise it is a root of its own;
-- data movement other than a reshape never fuses into a conv's input: the
-  conv bodies read their input from a buffer;
+- data movement other than a reshape never fuses into a conv's input or a
+  packed dot's lhs (through reshapes or not): those bodies read the operand
+  from a buffer;
 - reduction input fusion: a value that the kernel only reads at its row
   index (through a broadcast that re-expands exactly the innermost dim) is
   loop-invariant in the row loop; codegen computes it once per row, before
@@ -58,7 +59,7 @@ from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
 from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.contraction_sum import accumulation_join
-from aot.passes.layout import unpack_links
+from aot.passes.layout import is_packed_dot, unpack_links
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -170,12 +171,37 @@ def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
     return ends
 
 
+def operand_feeds(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict[int, str]:
+    """id(node) -> why: data movement (other than a reshape) that reaches, through reshapes
+    only, a conv's input or the lhs of a packed dot. Those bodies read the operand as a
+    buffer, once per tap or per column block: fused, a transpose put a division and a
+    remainder per dim on every load (ConvNeXt's 7x7 depthwise convs fell to the elemental
+    path, 12x slower; ViT's im2col-read patch embedding ran at half speed)."""
+    feeds: dict[int, str] = {}
+    for node in graph.nodes:
+        if node.op not in FREE_OPS or node.op == "reshape":
+            continue
+        frontier = list(users_of(node.out))
+        value = node.out
+        while len(frontier) == 1 and frontier[0].op == "reshape":
+            value = frontier[0].out
+            frontier = list(users_of(value))
+        for user in frontier:
+            if user.inputs[0] is value and (user.op == "conv" or is_packed_dot(user)):
+                feeds[id(node)] = (f"{node.op} feeding a {user.op}'s {'input' if user.op == 'conv' else 'lhs'} is "
+                                   f"materialized: the fast {user.op} bodies read it from a buffer")
+                break
+    return feeds
+
+
 def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: list[str], is_output: bool,
             is_checked: bool, alignment: Alignment, contexts: frozenset[str], feeds_reduce: bool,
-            holds_contraction: bool, sums_with_contraction: bool, epilogue_end: str | None = None) -> Decision:
+            holds_contraction: bool, sums_with_contraction: bool, epilogue_end: str | None = None,
+            operand_feed: str | None = None) -> Decision:
     """`is_checked`: a run-time check reads the value; `sums_with_contraction`: a conv that meets
     every contraction of its consumer's kernel in a plain sum; `epilogue_end`: why a contraction's
-    epilogue must end at this node (epilogue_ends)."""
+    epilogue must end at this node (epilogue_ends); `operand_feed`: why this data movement must
+    be materialized for a fast body's operand (operand_feeds)."""
     if is_output:
         return Decision.no("graph output")
     if is_checked:
@@ -187,11 +213,8 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
     if not users:
         return Decision.no("no users")
     distinct = sorted(set(user_groups))
-    if node.op in FREE_OPS - {"reshape"} and any(u.op == "conv" and u.inputs[0] is node.out for u in users):
-        # the depthwise and pointwise bodies read the input from a buffer (and the packed body
-        # re-reads each element KH*KW times): a transpose inside the conv fell back to the
-        # elemental path, 12x slower on ConvNeXt's 7x7 depthwise convs
-        return Decision.no(f"{node.op} feeding a conv's input is materialized: the conv bodies read it from a buffer")
+    if operand_feed is not None:
+        return Decision.no(operand_feed)
     if node.op in FREE_OPS:
         return Decision.yes(f"free {node.op}, recomputed in {len(distinct)} kernel(s)")
     if len(distinct) > 1:
@@ -226,6 +249,7 @@ def fuse(graph: Graph) -> list[Kernel]:
         return users.get(id(value), [])
 
     ends = epilogue_ends(graph, users_of)
+    feeds = operand_feeds(graph, users_of)
 
     # groups[id(node)] = the kernels (by root position) that compute `node` inline
     groups: dict[int, list[int]] = {}
@@ -262,7 +286,8 @@ def fuse(graph: Graph) -> list[Kernel]:
         sums = node.op == "conv" and bool(held) and all(
             accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, id(node.out) in checked,
-                           alignment, contexts, feeds_reduce, bool(held), sums, ends.get(id(node)))
+                           alignment, contexts, feeds_reduce, bool(held), sums, ends.get(id(node)),
+                           feeds.get(id(node)))
         if decision.fuse and node.op in ("dot", "conv"):
             for g in set(user_groups):
                 with_contraction.setdefault(g, []).append(node)

@@ -300,10 +300,17 @@ class ElementalEmitter:
 
     # -- memory -------------------------------------------------------------------
     def load(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
-        ptr = self.params[id(v)]
         linear = self._row_linear(v, index)
         if linear is None:
             linear = linearize(self.b, index, v.type.shape, v.name)
+        return self.load_at(v, linear)
+
+    def substituted(self, v: Value) -> bool:
+        return id(v) in self._substitutes and not self._hoisting
+
+    def load_at(self, v: Value, linear: ir.Value) -> ir.Value:
+        """The element of param `v` at row-major offset `linear`."""
+        ptr = self.params[id(v)]
         addr = self.b.gep(ptr, [linear], inbounds=True, name=f"{v.name}.addr")
         raw = self.b.load(addr, name=f"{v.name}.raw", align=v.type.dtype.itemsize)
         return self.from_storage(raw, v.type.dtype, v.name)
@@ -569,6 +576,15 @@ def _reshape(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value
         sub = [next(moving) if d != 1 else ZERO for d in in_shape]
         return e.value(x, sub)
     linear = linearize(e.b, index, out_shape, node.out.name)
+    # a reshape keeps the row-major order: where it (or a chain of reshapes) reads a buffer,
+    # load at the same linear offset rather than delinearize into the operand's dims
+    # (a division and a remainder per dim on every load of a gemm's im2col operand)
+    source = x
+    while id(source) not in e.params and source.producer is not None and source.producer.op == "reshape" \
+            and id(source.producer) in e.fused:
+        source = source.producer.inputs[0]
+    if id(source) in e.params and not e.substituted(source):
+        return e.load_at(source, linear)
     return e.value(x, delinearize(e.b, linear, in_shape, node.out.name))
 
 
