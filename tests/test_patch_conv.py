@@ -28,9 +28,9 @@ def patch_graph(x_shape: tuple[int, ...], o: int, kernel: tuple[int, int], strid
 
 
 @pytest.mark.parametrize("x_shape,o,kernel", [
-    ((1, 3, 32, 32), 24, (16, 16)),   # ViT's patch embedding (2 x 2 patches)
-    ((2, 3, 18, 13), 8, (4, 4)),      # ConvNeXt's stem; rows and columns past the last patch are dropped
-    ((1, 5, 6, 9), 7, (2, 3)),        # non-square patches
+    ((1, 3, 32, 32), 192, (16, 16)),  # ViT's patch embedding (2 x 2 patches)
+    ((2, 3, 18, 13), 128, (4, 4)),    # rows and columns past the last patch are dropped
+    ((1, 5, 6, 9), 130, (2, 3)),      # non-square patches
 ])
 def test_patch_conv_is_a_dot_with_the_same_result(x_shape, o, kernel):
     feeds = {"x": np.random.default_rng(3).standard_normal(x_shape).astype(np.float32)}
@@ -45,11 +45,12 @@ def test_patch_conv_is_a_dot_with_the_same_result(x_shape, o, kernel):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: patch_graph((1, 3, 8, 8), 4, (3, 3), strides=(1, 1)),                       # overlapping windows
-    lambda: patch_graph((1, 3, 8, 8), 4, (2, 2), padding=((1, 1), (1, 1))),             # padded
-    lambda: patch_graph((1, 4, 8, 8), 4, (2, 2), groups=2),                             # grouped
-    lambda: patch_graph((1, 3, 8, 8), 4, (1, 1)),                                       # pointwise: its own body
-    lambda: patch_graph((1, 3, 8, 8), 4, (2, 2), constant_weight=False),                # run-time weight
+    lambda: patch_graph((1, 3, 8, 8), 128, (3, 3), strides=(1, 1)),                     # overlapping windows
+    lambda: patch_graph((1, 3, 8, 8), 128, (2, 2), padding=((1, 1), (1, 1))),           # padded
+    lambda: patch_graph((1, 4, 8, 8), 128, (2, 2), groups=2),                           # grouped
+    lambda: patch_graph((1, 3, 8, 8), 128, (1, 1)),                                     # pointwise: its own body
+    lambda: patch_graph((1, 3, 8, 8), 128, (2, 2), constant_weight=False),              # run-time weight
+    lambda: patch_graph((1, 3, 8, 8), 48, (4, 4)),                                      # few outputs: the copy outweighs
 ])
 def test_other_convs_stay_convs(make):
     g = make()

@@ -172,25 +172,26 @@ def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
 
 
 def operand_feeds(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict[int, str]:
-    """id(node) -> why: data movement (other than a reshape) that reaches, through reshapes
-    only, a conv's input or the lhs of a packed dot. Those bodies read the operand as a
-    buffer, once per tap or per column block: fused, a transpose put a division and a
-    remainder per dim on every load (ConvNeXt's 7x7 depthwise convs fell to the elemental
-    path, 12x slower; ViT's im2col-read patch embedding ran at half speed)."""
+    """id(node) -> why: the producer of a conv's input or a packed dot's lhs, where data
+    movement other than reshapes leads to it. Those bodies read the operand as a buffer,
+    once per tap or per column block: fused, a transpose put a division and a remainder per
+    dim on every load (ConvNeXt's 7x7 depthwise convs fell to the elemental path, 12x
+    slower; ViT's im2col-read patch embedding ran at half speed). The operand itself is
+    materialized, reshapes included, so the pointwise and depthwise bodies (which take
+    their input only as a buffer) still apply."""
     feeds: dict[int, str] = {}
     for node in graph.nodes:
-        if node.op not in FREE_OPS or node.op == "reshape":
+        if not (node.op == "conv" or is_packed_dot(node)):
             continue
-        frontier = list(users_of(node.out))
-        value = node.out
-        while len(frontier) == 1 and frontier[0].op == "reshape":
-            value = frontier[0].out
-            frontier = list(users_of(value))
-        for user in frontier:
-            if user.inputs[0] is value and (user.op == "conv" or is_packed_dot(user)):
-                feeds[id(node)] = (f"{node.op} feeding a {user.op}'s {'input' if user.op == 'conv' else 'lhs'} is "
-                                   f"materialized: the fast {user.op} bodies read it from a buffer")
-                break
+        operand = node.inputs[0].producer
+        moved, current = [], operand
+        while current is not None and current.op in FREE_OPS:
+            if current.op != "reshape":
+                moved.append(current.op)
+            current = current.inputs[0].producer if current.inputs else None
+        if operand is not None and moved:
+            feeds[id(operand)] = (f"{node.op}'s {'input' if node.op == 'conv' else 'lhs'} (after {moved[0]}) is "
+                                  f"materialized: the fast {node.op} bodies read it from a buffer")
     return feeds
 
 
