@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import (
-    ACC_VECTORS, MAX_ROWS, Epilogue, branch, fma, load_vector, register, splat, store_epilogue,
+    ACC_VECTORS, ACC_VECTORS_AVX512, MAX_ROWS, Epilogue, branch, fma, load_vector, register, splat, store_epilogue,
     store_vector, vector_of,
 )
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
+from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
@@ -50,6 +50,8 @@ LANES = 16  # one AVX-512 register of f32 (two AVX2 ones)
 CHUNK_ROWS = 128
 # the packed panel lives on the stack of whichever thread runs the item
 MAX_SCRATCH_BYTES = 128 * 1024
+# rows of a tile on AVX-512 when few column blocks leave accumulators over
+MAX_ROWS_AVX512 = 12
 
 
 # == operand views ======================================================================
@@ -210,7 +212,7 @@ class DynamicDot:
         return self.rhs_n != 1 or columns % LANES != 0
 
     @staticmethod
-    def of(kernel: Kernel) -> DynamicDot | None:
+    def of(kernel: Kernel, target: CpuTarget) -> DynamicDot | None:
         epilogue = Epilogue.find(kernel, _is_dynamic_dot, ())
         if epilogue is None:
             return None
@@ -235,8 +237,11 @@ class DynamicDot:
         for d in free_shape:
             rows *= d
         columns = rhs_v.type.shape[rn]
-        mr = max(1, min(rows, MAX_ROWS))
-        ncb = max(1, min(-(-columns // LANES), ACC_VECTORS // mr, 4))
+        # AVX-512's 32 registers hold 24 accumulators: four column blocks of 6 rows (Q@K^T), or
+        # 12 rows of a narrow head's two blocks (probs@V); AVX2's 16 hold 12
+        accumulators = ACC_VECTORS_AVX512 if target.avx512 else ACC_VECTORS
+        ncb = max(1, min(-(-columns // LANES), accumulators // max(1, min(rows, MAX_ROWS)), 4))
+        mr = max(1, min(rows, accumulators // ncb, MAX_ROWS_AVX512 if target.avx512 else MAX_ROWS))
         plan = DynamicDot(
             epilogue, lhs, rhs, tuple(lhs_v.type.shape[d] for d in attrs["lhs_batch"]), free_shape,
             lhs_v.type.shape[lc], columns,
@@ -255,11 +260,11 @@ def _is_dynamic_dot(node: Node) -> bool:
 
 
 def _applies(kernel: Kernel, target: CpuTarget) -> bool:
-    return DynamicDot.of(kernel) is not None
+    return DynamicDot.of(kernel, target) is not None
 
 
-def _items(kernel: Kernel) -> int:
-    plan = DynamicDot.of(kernel)
+def _items(kernel: Kernel, target: CpuTarget) -> int:
+    plan = DynamicDot.of(kernel, target)
     assert plan is not None
     return plan.items
 
@@ -287,7 +292,7 @@ class _Item:
 
 
 def _emit(ctx: KernelContext) -> None:
-    plan = DynamicDot.of(ctx.kernel)
+    plan = DynamicDot.of(ctx.kernel, ctx.target)
     assert plan is not None
     b = ctx.builder
     name = plan.epilogue.contraction.out.name
@@ -440,6 +445,6 @@ def _store_tile_epilogue(ctx: KernelContext, plan: DynamicDot, at: _Item, slots:
         branch(b, last, lambda: lanes(partial), lambda: lanes(LANES))
 
 
-DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
+DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, _items, _emit)
 
 register(DYNAMIC_DOT_EMITTER)
