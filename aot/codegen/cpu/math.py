@@ -254,7 +254,10 @@ def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
     xc = b.select(b.fcmp_ordered(">", x, fmt.c(hi)), fmt.c(hi), x)
     xc = b.select(underflow, fmt.c(0.0), xc)
     k = _round_magic(b, b.fmul(xc, fmt.c(1.0 / math.log(2.0))), fmt)
-    r = b.fsub(b.fsub(xc, b.fmul(k, fmt.c(ln2_hi))), b.fmul(k, fmt.c(ln2_lo)))
+    # (FMA-contractible: k * ln2_hi is exact either way, the ln2_lo term only gains)
+    contract = ("contract",)
+    r = b.fsub(b.fsub(xc, b.fmul(k, fmt.c(ln2_hi), flags=contract), flags=contract),
+               b.fmul(k, fmt.c(ln2_lo), flags=contract), flags=contract)
     p = _horner(b, r, _exp_coeffs(degree), fmt)
     k_safe = b.select(_is_nan(b, k), fmt.c(0.0), k)
     n = b.fptosi(k_safe, fmt.ity)
