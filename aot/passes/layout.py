@@ -28,11 +28,27 @@ A 1-d conv (NCL/OIK) packs as the 2-d conv over a unit height: x5 is
 straight to [N, OB*L, OL], so the fast conv body runs wav2vec2's feature
 extractor and positional conv as it runs image convs.
 
+A dot weight read by several nodes is packed once when every reader can
+read the packed form: dots contracting it on the same dim, and gathers of
+whole rows along its other dim (a tied embedding table read by the token
+lookup and the LM head). Row i of the table is wp[i // L, :, i % L], so a
+row gather reads the packed constant with its index split in two (clamped
+below the padding first), and the artifact holds the table once:
+    before: %e = gather(%w, %i) {collapsed_slice_dims = [0], start_index_map = [0], slice_sizes = [1, K]}
+    after:  %c = min(%i, N-1)                        # a negative %i reads row 0 without a max
+            %s = concat(div(%c, L), rem(%c, L))      # along the index vector dim
+            %e = gather(%wp, %s) {collapsed_slice_dims = [0, 2], start_index_map = [0, 2], slice_sizes = [1, K, 1]}
+ONNX exports a tied LM head as MatMul(x, Transpose(E)) and import folds the
+transpose into a second constant, so a row gather whose table is not read
+otherwise also reads a packed dot weight that holds the same rows (same
+bits); the table then dies.
+
 Packed forms are recognised by rank (a rank-3 dot weight, a rank-5 conv
 weight) and never packed again, so the pass converges in one round.
 Not packed (left to the elemental path): non-f32, batched dots, size-0
-operands, weights shared by several users (packing each copy would bloat
-the artifact), convs other than 1-d and 2-d, transposed (lhs_dilation) convs, and
+operands, weights with readers other than those above (packing a copy
+would bloat the artifact), convs with several readers, convs other than
+1-d and 2-d, transposed (lhs_dilation) convs, and
 grouped convs whose groups have a channel count that is not a multiple of
 `lanes` (depthwise among them), and pointwise convs (1x1, stride 1, no
 padding, one group), which codegen/cpu/conv1x1.py runs on the [O, C, 1, 1]
@@ -87,23 +103,31 @@ class Layout(Pass):
 
     def run(self, graph: Graph) -> bool:
         users = graph.users()
-        changed = False
+        outputs = graph.output_ids()
+        packed: set[int] = set()  # weights packed by this run: their readers are gone
+        dots = convs = 0
         for node in list(graph.nodes):
             weight = node.inputs[1] if node.op in ("dot", "conv") else None
-            if weight is None or len(users.get(id(weight), [])) != 1:
+            if weight is None or id(weight) in packed:
                 continue
             array = graph.constant_value(weight)
             if array is None or node.out.type.dtype is not DType.F32 or node.out.type.size == 0:
                 continue
+            readers = users.get(id(weight), [])
             if node.op == "dot" and self._packable_dot(node, array):
-                self._pack_dot(graph, node, array)
-                changed = True
-            elif node.op == "conv":
+                shared = len(readers) > 1
+                if _can_read_packed(node, array, readers) and not (shared and id(weight) in outputs):
+                    self._pack_dot_weight(graph, array, readers)
+                    packed.add(id(weight))
+                    dots += 1
+            elif node.op == "conv" and len(readers) == 1:
                 planar = conv_as_2d(node, array)
                 if planar is not None and self._packable_conv(node, *planar):
                     self._pack_conv(graph, node, *planar)
-                    changed = True
-        return changed
+                    convs += 1
+        tied = _tie_row_gathers(graph)
+        self.summary = f"{dots} dot and {convs} conv weight(s) packed, {tied} gather(s) read a packed table"
+        return bool(dots or convs or tied)
 
     # -- dot ---------------------------------------------------------------------------
     @staticmethod
@@ -113,17 +137,27 @@ class Layout(Pass):
             return False
         return w.ndim == 2 and w.size > 0  # rank 3 is the packed form: never again
 
-    def _pack_dot(self, graph: Graph, node: Node, w: np.ndarray) -> None:
-        contract = node.attrs["rhs_contract"][0]
-        packed = pack_dot_weight(w, contract, self.lanes)
+    def _pack_dot_weight(self, graph: Graph, w: np.ndarray, readers: list[Node]) -> None:
+        """Pack `w` once, before its first reader, and point every reader at the packed constant."""
+        first = readers[0]  # users() lists readers in node order
+        dot = next(r for r in readers if r.op == "dot")
+        contract = dot.attrs["rhs_contract"][0]
         n = w.shape[1 - contract]
+        b = Builder(graph, index=graph.index_of(first), loc=first.loc)
+        wp = b.constant(pack_dot_weight(w, contract, self.lanes), name=graph.fresh_name(f"{dot.out.name}.packed_w"))
+        for reader in readers:
+            if reader.op == "dot":
+                self._pack_dot(graph, reader, wp, n)
+            else:
+                gather_packed_rows(graph, reader, wp, n)
+
+    def _pack_dot(self, graph: Graph, node: Node, wp: Value, n: int) -> None:
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
         name = node.out.name
-        wp = b.constant(packed, name=graph.fresh_name(f"{name}.packed_w"))
         d = b.op("dot", [node.inputs[0], wp], name=graph.fresh_name(f"{name}.packed"),
                  lhs_batch=(), rhs_batch=(), lhs_contract=node.attrs["lhs_contract"], rhs_contract=(1,))
         free = d.type.shape[:-2]
-        result = b.op("reshape", [d], name=graph.fresh_name(f"{name}.rows"), shape=free + (packed.shape[0] * self.lanes,))
+        result = b.op("reshape", [d], name=graph.fresh_name(f"{name}.rows"), shape=free + (wp.type.shape[0] * self.lanes,))
         if result.type.shape[-1] != n:
             result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(free) + (0,),
                           limit=free + (n,), stride=(1,) * (len(free) + 1))
@@ -163,6 +197,125 @@ class Layout(Pass):
             result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(out),
                           limit=out, stride=(1,) * len(out))
         _replace(graph, node, result)
+
+
+def _can_read_packed(dot: Node, w: np.ndarray, readers: list[Node]) -> bool:
+    """Every reader of `dot`'s weight `w` reads it as `dot` does, or gathers whole rows along its free dim."""
+    weight = dot.inputs[1]
+    contract = dot.attrs["rhs_contract"]
+    for reader in readers:
+        if reader.op == "dot":
+            if not (reader.inputs[0] is not weight and reader.attrs["rhs_contract"] == contract
+                    and reader.out.type.dtype is DType.F32 and reader.out.type.size > 0 and Layout._packable_dot(reader, w)):
+                return False
+        elif row_gather_axis(reader) != 1 - contract[0]:
+            return False
+    return True
+
+
+def row_gather_axis(node: Node) -> int | None:
+    """The dim along which a gather reads whole rows of its rank-2 operand, one start index
+    per row and the row dim collapsed (an embedding lookup); None for any other node."""
+    if node.op != "gather" or node.inputs[0].type.rank != 2:
+        return None
+    attrs = node.attrs
+    if attrs.get("operand_batching_dims", ()) or len(attrs["start_index_map"]) != 1:
+        return None
+    axis = attrs["start_index_map"][0]
+    rows = tuple(1 if d == axis else size for d, size in enumerate(node.inputs[0].type.shape))
+    return axis if attrs["collapsed_slice_dims"] == (axis,) and attrs["slice_sizes"] == rows else None
+
+
+def gather_packed_rows(graph: Graph, node: Node, wp: Value, n: int) -> None:
+    """gather(w, i) of whole rows -> gather(wp, [c / L, c % L]), c = min(i, n - 1), reading what the original read.
+
+    `wp` [NB, K, L] holds the table's n rows: row r is wp[r // L, :, r % L]. The result
+    keeps the gather's type and dims; only the index vector grows from one start to two.
+    """
+    indices = node.inputs[1]
+    attrs = node.attrs
+    _, k, lanes = wp.type.shape
+    name = node.out.name
+    b = Builder(graph, index=graph.index_of(node), loc=node.loc)
+    vector_dim = attrs["index_vector_dim"]
+    if vector_dim == indices.type.rank:  # implicit index vector: make it an explicit dim of one
+        indices = b.op("reshape", [indices], name=graph.fresh_name(f"{name}.start"), shape=indices.type.shape + (1,))
+    shape = indices.type.shape
+    dtype = indices.type.dtype
+    limits = np.iinfo(dtype.to_numpy())
+
+    def splat(value: int) -> Value:
+        return b.op("broadcast", [b.constant(np.array(value, dtype.to_numpy()))], shape=shape, dims=())
+
+    # Past the last row, block and lane could name a padding row or a wrong one: clamp. A negative
+    # index needs nothing: truncating div and rem give a block and a lane <= 0, which the
+    # gather clamps to 0, so it reads row 0, as the table's gather does.
+    row = indices
+    if n - 1 < limits.max:
+        row = b.op("min", [row, splat(n - 1)], name=graph.fresh_name(f"{name}.row"))
+    block = b.op("div", [row, splat(lanes)], name=graph.fresh_name(f"{name}.block"))
+    lane = b.op("rem", [row, splat(lanes)], name=graph.fresh_name(f"{name}.lane"))
+    starts = b.op("concat", [block, lane], name=graph.fresh_name(f"{name}.starts"), axis=vector_dim)
+    result = b.op("gather", [wp, starts], name=graph.fresh_name(f"{name}.packed"), offset_dims=attrs["offset_dims"],
+                  collapsed_slice_dims=(0, 2), start_index_map=(0, 2), index_vector_dim=vector_dim, slice_sizes=(1, k, 1))
+    _replace(graph, node, result)
+
+
+def _tie_row_gathers(graph: Graph) -> int:
+    """Point row gathers at a packed dot weight holding the same rows (same bits), where the
+    gathers are all that read their table (so it dies). Returns how many gathers moved."""
+    tables: dict[int, list[Node]] = {}  # id(table) -> its readers, when all are row gathers along one dim
+    users = graph.users()
+    weights: dict[int, Value] = {}  # id -> packed dot weight, in node order
+    for node in graph.nodes:
+        if is_packed_dot(node):
+            weights.setdefault(id(node.inputs[1]), node.inputs[1])
+        axis = row_gather_axis(node)
+        if axis is None or graph.constant_value(node.inputs[0]) is None or id(node.inputs[0]) in tables:
+            continue
+        readers = users[id(node.inputs[0])]
+        if all(row_gather_axis(r) == axis for r in readers):
+            tables[id(node.inputs[0])] = readers
+    if not tables or not weights:
+        return 0
+    moved = 0
+    outputs = graph.output_ids()
+    for readers in tables.values():
+        table = readers[0].inputs[0]
+        if id(table) in outputs:
+            continue
+        array = graph.constant_value(table)
+        rows = array if row_gather_axis(readers[0]) == 0 else array.T
+        wp = next((w for w in weights.values() if _holds_rows(graph.constant_value(w), rows)), None)
+        if wp is None:
+            continue
+        _hoist(graph, wp.producer, readers[0])
+        for reader in readers:
+            gather_packed_rows(graph, reader, wp, rows.shape[0])
+        moved += len(readers)
+    return moved
+
+
+def _holds_rows(wp: np.ndarray, rows: np.ndarray) -> bool:
+    """wp [NB, K, L] packs exactly `rows` [N, K] (row r at wp[r // L, :, r % L]), bit for bit."""
+    blocks, k, lanes = wp.shape
+    n = rows.shape[0]
+    if wp.dtype != rows.dtype or rows.shape[1] != k or blocks != -(-n // lanes) or n == 0:
+        return False
+    bits = np.dtype(f"u{wp.dtype.itemsize}")
+    head = min(n, lanes)  # the first block first: a cheap rejection of unrelated weights
+    if not np.array_equal(wp[0, :, :head].T.view(bits), rows[:head].view(bits)):
+        return False
+    unpacked = wp.transpose(0, 2, 1).reshape(blocks * lanes, k)[:n]
+    return np.array_equal(unpacked.view(bits), rows.view(bits))
+
+
+def _hoist(graph: Graph, constant: Node, before: Node) -> None:
+    """Move a constant node up to just before `before` if it comes later (a constant reads nothing)."""
+    here, there = graph.index_of(constant), graph.index_of(before)
+    if here > there:
+        graph.nodes.pop(here)
+        graph.nodes.insert(there, constant)
 
 
 def conv_as_2d(node: Node, w: np.ndarray) -> tuple[np.ndarray, dict] | None:
