@@ -59,7 +59,7 @@ from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
 from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.contraction_sum import accumulation_join
-from aot.passes.layout import is_packed_dot, unpack_links
+from aot.passes.layout import is_packed_conv, is_packed_dot, unpack_links
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -184,14 +184,21 @@ def operand_feeds(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
         if not (node.op == "conv" or is_packed_dot(node)):
             continue
         operand = node.inputs[0].producer
-        moved, current = [], operand
+        moved: list[Node] = []
+        current = operand
         while current is not None and current.op in FREE_OPS:
             if current.op != "reshape":
-                moved.append(current.op)
+                moved.append(current)
             current = current.inputs[0].producer if current.inputs else None
-        if operand is not None and moved:
-            feeds[id(operand)] = (f"{node.op}'s {'input' if node.op == 'conv' else 'lhs'} (after {moved[0]}) is "
-                                  f"materialized: the fast {node.op} bodies read it from a buffer")
+        if operand is None or not moved:
+            continue
+        # the packed bodies read their operand elementally, and a reshape of a buffer costs
+        # them nothing: materialize the last real data movement in its own (row-contiguous)
+        # layout, a copy that vectorizes; the pointwise and depthwise bodies need the
+        # operand itself as a buffer
+        target = moved[0] if node.op == "dot" or is_packed_conv(node) else operand
+        feeds[id(target)] = (f"{node.op}'s {'input' if node.op == 'conv' else 'lhs'} (after {moved[0].op}) is "
+                             f"materialized: the fast {node.op} bodies read it from a buffer")
     return feeds
 
 
