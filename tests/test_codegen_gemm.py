@@ -323,3 +323,11 @@ def test_one_d_conv_runs_on_the_packed_conv_body(x_shape, o, kernel, groups, str
     make = conv2d(x_shape, o, kernel, "bias_relu", groups, strides, padding, (1,))
     plan = check(make, feeds_for(make), pieces=2, target=target)
     assert CONV_EMITTER in [body_emitter(k, target) for k in plan.kernels]
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_grouped_conv_in_eight_lane_blocks_runs_on_the_packed_conv_body(target):
+    # 8 outputs a group: on AVX-512 the blocks are half a register wide
+    make = conv2d((1, 32, 40), 32, (17,), "bias_relu", 4, (1,), ((8, 8),), (1,))
+    plan = check(make, feeds_for(make), pieces=2, target=target)
+    assert CONV_EMITTER in [body_emitter(k, target) for k in plan.kernels]

@@ -170,3 +170,23 @@ def test_one_d_conv_packs_as_a_unit_height_2d_conv(x_shape, o, kernel, groups, s
     # the channel reshape goes straight back to [N, O', OL]: no extra link for the fast body to refuse
     assert g.outputs[0].type.rank == 3
     np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_conv_packs_into_narrower_blocks_that_divide_its_groups():
+    # wav2vec2's positional conv: 8 outputs a group (16 groups), far too many taps for the
+    # depthwise body: 8-lane blocks, never straddling a group
+    x_shape = (1, 32, 20)
+    graph = lambda: conv_graph(x_shape, 32, (9,), groups=4, strides=(1,), padding=((4, 4),), dilation=(1,))  # noqa: E731
+    feeds = {"x": np.random.default_rng(8).standard_normal(x_shape)}
+    expected = interpret(graph(), feeds)
+    changed, g = packed(graph(), lanes=16)
+    assert changed
+    (conv,) = [n for n in g.nodes if n.op == "conv"]
+    assert conv.inputs[1].type.shape[-1] == 8
+    np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_conv_with_groups_too_narrow_for_any_block_stays_unpacked():
+    _, g = packed(conv_graph((1, 6, 20), 6, (65,), groups=3, strides=(1,), padding=((32, 32),), dilation=(1,)))
+    (conv,) = [n for n in g.nodes if n.op == "conv"]
+    assert conv.inputs[1].type.rank == 3

@@ -88,6 +88,8 @@ def pack_conv_weight(w: np.ndarray, lanes: int) -> np.ndarray:
 
 # taps per output the pixel-vectorized narrow-conv kernel (codegen/cpu/depthwise.py) unrolls
 NARROW_TAPS = 64
+# the narrowest blocks a grouped conv packs into (Layout._conv_lanes)
+MIN_GROUP_LANES = 4
 
 
 class Layout(Pass):
@@ -122,8 +124,9 @@ class Layout(Pass):
                     dots += 1
             elif node.op == "conv" and len(readers) == 1:
                 planar = conv_as_2d(node, array)
-                if planar is not None and self._packable_conv(node, *planar):
-                    self._pack_conv(graph, node, *planar)
+                lanes = None if planar is None else self._conv_lanes(node, *planar)
+                if planar is not None and lanes is not None:
+                    self._pack_conv(graph, node, *planar, lanes)
                     convs += 1
         tied = _tie_row_gathers(graph)
         self.summary = f"{dots} dot and {convs} conv weight(s) packed, {tied} gather(s) read a packed table"
@@ -164,20 +167,34 @@ class Layout(Pass):
         _replace(graph, node, result)
 
     # -- conv --------------------------------------------------------------------------
-    def _packable_conv(self, node: Node, w: np.ndarray, attrs: dict) -> bool:
+    def _conv_lanes(self, node: Node, w: np.ndarray, attrs: dict) -> int | None:
+        """The lanes of the packed weight's blocks, or None where the conv stays unpacked.
+
+        A grouped conv's blocks must not straddle groups, so they take the widest of
+        lanes, lanes/2, ... (at least MIN_GROUP_LANES) that divides the outputs per group:
+        wav2vec2's positional conv (8 channels a group, 1,024 taps each) packs at 8
+        lanes instead of running on the elemental path.
+        """
         if w.size == 0 or node.inputs[0].type.size == 0:
-            return False
+            return None
         if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
-            return False
+            return None
         groups = attrs["groups"]
         if _is_pointwise(attrs, w):
-            return False  # codegen/cpu/conv1x1.py vectorizes these along pixels, on the unpacked weight
-        if w.shape[0] // groups < self.lanes and w.shape[1] * w.shape[2] * w.shape[3] <= NARROW_TAPS:
-            return False  # too few outputs to fill the lanes: codegen/cpu/depthwise.py vectorizes along pixels
-        return groups == 1 or (w.shape[0] // groups) % self.lanes == 0
-
-    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, attrs: dict) -> None:
+            return None  # codegen/cpu/conv1x1.py vectorizes these along pixels, on the unpacked weight
+        per_group = w.shape[0] // groups
+        if per_group < self.lanes and w.shape[1] * w.shape[2] * w.shape[3] <= NARROW_TAPS:
+            return None  # too few outputs to fill the lanes: codegen/cpu/depthwise.py vectorizes along pixels
+        if groups == 1:
+            return self.lanes
         lanes = self.lanes
+        while lanes >= MIN_GROUP_LANES:
+            if per_group % lanes == 0:
+                return lanes
+            lanes //= 2
+        return None
+
+    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, attrs: dict, lanes: int) -> None:
         x = node.inputs[0]
         packed = pack_conv_weight(w, lanes)
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
