@@ -331,3 +331,16 @@ def test_grouped_conv_in_eight_lane_blocks_runs_on_the_packed_conv_body(target):
     make = conv2d((1, 32, 40), 32, (17,), "bias_relu", 4, (1,), ((8, 8),), (1,))
     plan = check(make, feeds_for(make), pieces=2, target=target)
     assert CONV_EMITTER in [body_emitter(k, target) for k in plan.kernels]
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+@pytest.mark.parametrize("m,k,n", [(13, 7, 37), (32, 16, 50), (6, 5, 48), (1, 3, 5)])
+def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, k, n, target):
+    # an LM head: the dot and its unpack chain alone store accumulators directly
+    from aot.codegen.cpu.gemm import _dot_match, _stores_plainly
+
+    make = dense(m, k, n, "none")
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    (kernel,) = plan.kernels
+    match = _dot_match(kernel, target)
+    assert match is not None and _stores_plainly(kernel, match.epilogue)
