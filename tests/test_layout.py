@@ -190,3 +190,24 @@ def test_grouped_conv_with_groups_too_narrow_for_any_block_stays_unpacked():
     _, g = packed(conv_graph((1, 6, 20), 6, (65,), groups=3, strides=(1,), padding=((32, 32),), dilation=(1,)))
     (conv,) = [n for n in g.nodes if n.op == "conv"]
     assert conv.inputs[1].type.rank == 3
+
+
+def test_large_window_depthwise_conv_reads_an_explicitly_padded_input():
+    # ConvNeXt's 7x7 depthwise conv: the padding becomes a pad op, the conv runs unpadded
+    x_shape = (1, 8, 12, 12)
+    graph = lambda: conv_graph(x_shape, 8, (7, 7), groups=8, padding=((3, 3), (3, 3)))  # noqa: E731
+    feeds = {"x": np.random.default_rng(9).standard_normal(x_shape)}
+    expected = interpret(graph(), feeds)
+    changed, g = packed(graph())
+    assert changed
+    ops = [n.op for n in g.nodes if n.op != "constant"]
+    assert ops == ["pad", "conv"]
+    (conv,) = [n for n in g.nodes if n.op == "conv"]
+    assert conv.attrs["padding"] == ((0, 0), (0, 0))
+    np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_small_window_depthwise_conv_keeps_its_padding():
+    # MobileNetV2's 3x3: the copy would cost more than the masked border loads
+    _, g = packed(conv_graph((1, 8, 12, 12), 8, (3, 3), groups=8, padding=((1, 1), (1, 1))))
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["conv"]
