@@ -17,9 +17,12 @@ Sessions::
         (y,) = s.run(None, {"x": x})
 
 Threads: ``threads=None`` means 1, the model's entry run on the calling
-thread. Many-threaded kernels pay off only for large models, and a server
-that runs many sessions in parallel would oversubscribe the machine if each
-defaulted to all cores; ask for threads explicitly.
+thread. With more, the runtime splits only the kernels whose compile-time
+cost estimate pays for handing work to another core; the rest run on the
+calling thread, and a model with none to split starts no threads, so more
+threads never cost much, and the results do not depend on the count. A
+server that runs many sessions in parallel would still oversubscribe the
+machine if each defaulted to all cores; ask for threads explicitly.
 
 A Session is meant for one thread at a time; concurrent ``run`` calls on the
 same Session are serialized by a lock. For parallel inference create one

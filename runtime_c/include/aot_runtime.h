@@ -93,10 +93,13 @@ typedef struct aot_context aot_context_t;
 typedef struct aot_context_options {
   uint32_t struct_size; /* sizeof(aot_context_options_t) */
   uint32_t num_threads; /* 0 or 1: run the entry on the calling thread;
-                           n > 1: a pool of n-1 workers plus the caller. The
-                           workers spin (yielding the CPU) while a run is in
-                           flight and for 50 us after it, then sleep, so give
-                           a context no more threads than it has cores */
+                           n > 1: a pool of n-1 workers plus the caller.
+                           Kernels too small to pay for a hand-off run on the
+                           caller, and a model with only such kernels starts
+                           no workers. The workers poll (yielding the CPU)
+                           while a run is in flight and for 50 us after it,
+                           then sleep, so give a context no more threads than
+                           it has cores */
 } aot_context_options_t;
 
 /* Describes a model input or output. Pointers are owned by the model and

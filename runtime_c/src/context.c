@@ -47,8 +47,9 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
     return aot__fail(err, AOT_ERR_NO_MEMORY, "cannot allocate the arena (%llu bytes)",
                      (unsigned long long)model->arena_bytes);
   }
-  if (threads > 1 && model->kernel_count > 0) {
-    aot_status_t st = aot__pool_create(threads - 1, &ctx->pool, err);
+  /* no pool (no threads at all) when every kernel runs whole on the caller anyway */
+  if (threads > 1 && aot__model_splits(model, threads)) {
+    aot_status_t st = aot__pool_create(model, threads, &ctx->pool, err);
     if (st) {
       aot_context_destroy(ctx);
       return st;
@@ -107,8 +108,8 @@ static aot_status_t check_tensor(const aot__tensor_desc_t* d, const aot_tensor_t
 }
 
 /* The model's run-time checks, on this thread after every kernel has finished (the
- * pool returns after its final barrier), so the first failing check is the same
- * whichever thread computed what. */
+ * pool returns once the last kernel's chunks are all done), so the first failing
+ * check is the same whichever thread computed what. */
 static aot_status_t run_checks(aot_context_t* ctx, aot_error_t* err) {
   const aot_model_t* m = ctx->model;
   if (!m->checks) return aot__ok(err);
@@ -144,7 +145,7 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
     ctx->out_ptrs[i] = outputs[i].data;
   }
   if (ctx->pool) {
-    aot__job_t job = {m, ctx->in_ptrs, ctx->out_ptrs, ctx->arena};
+    aot__job_t job = {ctx->in_ptrs, ctx->out_ptrs, ctx->arena};
     aot__pool_run(ctx->pool, &job);
   } else {
     m->entry(ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights);

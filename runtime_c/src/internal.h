@@ -124,6 +124,7 @@ typedef struct aot__kernel {
   char* name;
   aot__kernel_fn fn;
   int64_t work;
+  int64_t cost_ns; /* manifest "cost_ns": estimated single-thread time of all items; -1: none */
 } aot__kernel_t;
 
 struct aot_model {
@@ -143,20 +144,45 @@ struct aot_model {
   aot__checks_fn checks;
 };
 
+/* ---- schedule.c ---- */
+/* chunks per thread: threads claim chunks as they come, so a thread that
+ * starts late or runs slow takes fewer; more chunks balance better but cost
+ * more claims */
+#define AOT__CHUNKS_PER_THREAD 4
+/* the least estimated work of one chunk: well above the cost of a claim and
+ * a hand-off between cores (a few hundred nanoseconds) and of moving a
+ * chunk's operands to another core's cache */
+#define AOT__MIN_CHUNK_NS 2000
+/* the most chunks of one kernel (the pool packs the count into 16 bits) */
+#define AOT__MAX_CHUNKS 4096
+/* How a kernel's [0, work) is cut: `chunks` chunks of `items` items (the last
+ * may be shorter). chunks == 1: the calling thread runs it whole. */
+typedef struct aot__split {
+  int64_t items;
+  uint32_t chunks;
+} aot__split_t;
+
+AOT_HIDDEN aot__split_t aot__split_kernel(const aot__kernel_t* k, uint32_t threads);
+/* 1 when some kernel of m is split on `threads` threads: only then does a
+ * context need a pool */
+AOT_HIDDEN int aot__model_splits(const aot_model_t* m, uint32_t threads);
+
 /* ---- threadpool.c ---- */
 typedef struct aot__pool aot__pool_t;
 typedef struct aot__job {
-  const aot_model_t* model;
   const void* const* inputs;
   void* const* outputs;
   uint8_t* arena;
 } aot__job_t;
 
-/* A pool of `workers` threads; the caller of aot__pool_run is one more. */
-AOT_HIDDEN aot_status_t aot__pool_create(uint32_t workers, aot__pool_t** out, aot_error_t* err);
+/* A pool of `threads` - 1 workers for model m; the caller of aot__pool_run is
+ * the last thread. */
+AOT_HIDDEN aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads,
+                                         aot__pool_t** out, aot_error_t* err);
 AOT_HIDDEN void aot__pool_destroy(aot__pool_t* pool);
-/* Run every kernel of job->model in order, each split across all threads,
- * with a barrier between kernels. */
+/* Run every kernel of the pool's model in order: each split one (schedule.c) across
+ * whichever threads come, the rest on the calling thread. Returns when every
+ * kernel has finished. */
 AOT_HIDDEN void aot__pool_run(aot__pool_t* pool, const aot__job_t* job);
 
 #endif /* AOT_INTERNAL_H_ */

@@ -296,9 +296,12 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
     int64_t work;
     if ((st = get_string(k, "name", where, 0, &name, err))) return st;
     if ((st = get_string(k, "symbol", where, 1, &symbol, err))) return st;
-    /* Bounded so the pool's chunk counter (which overshoots work by at most
-     * threads * chunk) cannot overflow. */
+    /* Bounded so the pool's chunk arithmetic (index x items, up to work plus a
+     * chunk) cannot overflow. */
     if ((st = get_int(k, "work", where, 1, 0, 0, INT64_MAX / 4, &work, err))) return st;
+    /* optional (-1: none): a hint for how to split the kernel across threads */
+    if ((st = get_int(k, "cost_ns", where, 0, -1, 0, INT64_MAX, &m->kernels[i].cost_ns, err)))
+      return st;
     if ((st = aot__code_symbol(&m->code, symbol, &sym, err))) return st;
     m->kernels[i].fn = (aot__kernel_fn)sym;
     m->kernels[i].work = work;

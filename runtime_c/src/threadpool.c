@@ -1,17 +1,28 @@
 /* threadpool.c - a per-context pthread pool that runs a model's kernel list.
  *
- * One aot__pool_run wakes the workers once; then every thread (workers and
- * the caller) walks the same kernel list: it claims chunks of [0, work) of
- * kernel k from an atomic counter, then waits on a barrier before kernel
- * k+1. The barrier after the last kernel is the completion of the run.
- * Thread-safety: one aot__pool_run at a time per pool (the context's rule).
+ * The calling thread walks the kernel list. A kernel that schedule.c does not
+ * split runs whole on the caller, and no other thread hears of it. A split
+ * kernel is published as a task of `chunks` chunks: every thread, the caller
+ * included, claims the next chunk from `state` until none is left, and the
+ * caller goes on once every claimed chunk has finished (`done`). So the
+ * caller never waits for a worker that has not started: a worker that is
+ * asleep, descheduled or shares the caller's core only misses its share of
+ * the work, and n threads cost about what one costs. (With a barrier after
+ * every kernel, as before, two threads on one core took turns, each kernel
+ * waiting for a time slice: BERT ran 2x slower on 2 threads than on 1.)
  *
- * Waiting spins first: a kernel of a small model takes microseconds, and a
- * futex sleep and wake-up per barrier cost tens of them (lenet on 2 threads
- * ran 13x slower than on 1 with pthread barriers). The barrier spins, then
- * yields the CPU; after a run, workers spin briefly for the next run (back
- * to back runs are the common serving loop) before they sleep on the
- * condition variable. */
+ * `state` holds an epoch (one per published task), the task's chunk count
+ * and the next unclaimed chunk, so a claim is a compare-and-swap that fails
+ * once the task is gone or fully claimed: no thread runs a chunk of another
+ * task, and the task's fields, read after a successful claim, cannot change
+ * until that chunk is done. (With the count kept apart, a worker that read
+ * the next task's count before its epoch could claim a chunk past the end of
+ * a finished task.)
+ *
+ * Workers poll for tasks while a run is in flight and for IDLE_SPIN_NS after
+ * it (back-to-back runs are the common serving loop), then sleep on a
+ * condition variable until the next run.
+ * Thread-safety: one aot__pool_run at a time per pool (the context's rule). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <sched.h>
@@ -22,7 +33,6 @@
 
 #include "internal.h"
 
-#define CHUNKS_PER_THREAD 4
 /* A waiter first spins on the CPU for PURE_SPIN_NS, then keeps polling with
  * sched_yield between reads: when the thread it waits for shares its CPU (the
  * kernel often wakes a worker on its waker's CPU), yielding lets that thread
@@ -33,6 +43,15 @@
 #define IDLE_SPIN_NS 50000
 /* pause-loop iterations between clock reads */
 #define SPINS_PER_CLOCK_READ 64
+/* state = epoch << 32 | chunks << 16 | next chunk; schedule.c makes at most
+ * AOT__MAX_CHUNKS chunks. The 32-bit epoch wraps after 2^32 split kernels: a
+ * claim could only misfire if a worker stalled, between reading `state` and
+ * claiming, through exactly a multiple of that many. */
+#define EPOCH_SHIFT 32
+#define CHUNKS_SHIFT 16
+#define FIELD_MASK UINT64_C(0xFFFF)
+_Static_assert(AOT__MAX_CHUNKS <= FIELD_MASK, "chunk counts must fit state's 16-bit fields");
+#define CACHE_LINE 64
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,98 +68,100 @@ static int64_t now_ns(void) {
 }
 
 /* Wait while *value equals `seen`: spin, then poll with sched_yield, for at
- * most `budget_ns` (< 0: no limit). */
-static void wait_while_equal(_Atomic uint32_t* value, uint32_t seen, int64_t budget_ns) {
+ * most `budget_ns` (< 0: no limit). Returns the value last read. */
+static uint64_t wait_while_equal(_Atomic uint64_t* value, uint64_t seen, int64_t budget_ns) {
   int64_t start = now_ns();
   int yielding = 0;
-  for (uint32_t polls = 1; atomic_load_explicit(value, memory_order_acquire) == seen; polls++) {
+  uint64_t v;
+  for (uint32_t polls = 1; (v = atomic_load_explicit(value, memory_order_acquire)) == seen;
+       polls++) {
     if (yielding) {
       sched_yield();
-      if (budget_ns >= 0 && now_ns() - start > budget_ns) return;
+      if (budget_ns >= 0 && now_ns() - start > budget_ns) break;
     } else if (polls % SPINS_PER_CLOCK_READ == 0) {
       int64_t waited = now_ns() - start;
-      if (budget_ns >= 0 && waited > budget_ns) return;
+      if (budget_ns >= 0 && waited > budget_ns) break;
       yielding = waited > PURE_SPIN_NS;
     } else {
       cpu_relax();
     }
   }
+  return v;
 }
 
 struct aot__pool {
+  const aot_model_t* model;
+  aot__split_t* splits; /* per kernel, for this pool's thread count */
   uint32_t workers;
   uint32_t started;
   pthread_t* threads;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  /* bumped per run, under mu (workers may peek without it); a worker compares it
-   * with the last run it took, so wrapping around is harmless */
-  _Atomic uint32_t generation;
-  int stop;                    /* under mu */
-  const aot__job_t* job;       /* under mu */
-  /* barrier of workers + 1 threads: the last to arrive resets `arrived` and
-   * bumps `phase`; the others wait for `phase` to move */
-  _Atomic uint32_t arrived;
-  _Atomic uint32_t phase;
-  uint32_t counter_count;
-  _Atomic int64_t* counters; /* next unclaimed item per kernel */
+  int stop; /* under mu */
+  /* The task, written (relaxed) before the release store of `state` that
+   * publishes it and read after a claim of it. */
+  _Alignas(CACHE_LINE) _Atomic uint32_t kernel;
+  _Atomic int64_t items; /* per chunk */
+  _Atomic(const void* const*) inputs;
+  _Atomic(void* const*) outputs;
+  _Atomic(uint8_t*) arena;
+  /* odd while a run is in flight; workers sleep only when it is even */
+  _Atomic uint32_t run;
+  _Atomic uint32_t sleepers; /* workers asleep or about to sleep on cv */
+  /* the claim word and the completion count, each on its own line: every
+   * thread writes them */
+  _Alignas(CACHE_LINE) _Atomic uint64_t state;
+  _Alignas(CACHE_LINE) _Atomic uint64_t done;
+  /* the caller's own, off the lines above: epoch of the last task, and what
+   * `done` reads once it is finished */
+  _Alignas(CACHE_LINE) uint32_t epoch;
+  uint64_t target;
 };
 
-static void barrier_wait(aot__pool_t* pool) {
-  uint32_t threads = pool->workers + 1;
-  uint32_t phase = atomic_load_explicit(&pool->phase, memory_order_acquire);
-  if (atomic_fetch_add_explicit(&pool->arrived, 1, memory_order_acq_rel) + 1 == threads) {
-    /* nobody arrives at the next barrier before `phase` moves, so the reset is safe */
-    atomic_store_explicit(&pool->arrived, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool->phase, phase + 1, memory_order_release);
-    return;
+/* Claim and run chunks of the task published as `s` (the state last read)
+ * until none is left; returns the state last read. */
+static uint64_t work_on(aot__pool_t* pool, uint64_t s) {
+  while ((s & FIELD_MASK) < ((s >> CHUNKS_SHIFT) & FIELD_MASK)) {
+    /* on failure s is reloaded: another thread claimed a chunk, or a new task came */
+    if (!atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    const aot__kernel_t* k = &pool->model->kernels[atomic_load_explicit(&pool->kernel,
+                                                                        memory_order_relaxed)];
+    int64_t items = atomic_load_explicit(&pool->items, memory_order_relaxed);
+    int64_t begin = (int64_t)(s & FIELD_MASK) * items;
+    int64_t end = k->work - begin < items ? k->work : begin + items;
+    k->fn(atomic_load_explicit(&pool->inputs, memory_order_relaxed),
+          atomic_load_explicit(&pool->outputs, memory_order_relaxed),
+          atomic_load_explicit(&pool->arena, memory_order_relaxed), pool->model->weights, begin,
+          end);
+    atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+    s++;
   }
-  wait_while_equal(&pool->phase, phase, -1);
-}
-
-static void run_kernels(aot__pool_t* pool, const aot__job_t* job) {
-  /* Copy everything first: `job` lives on the caller's stack and must not be
-   * read after the final barrier. */
-  const aot_model_t* m = job->model;
-  const void* const* in = job->inputs;
-  void* const* out = job->outputs;
-  uint8_t* arena = job->arena;
-  const uint8_t* weights = m->weights;
-  uint32_t nk = m->kernel_count;
-  int64_t threads = (int64_t)pool->workers + 1;
-  for (uint32_t k = 0; k < nk; k++) {
-    const aot__kernel_t* kern = &m->kernels[k];
-    int64_t work = kern->work;
-    if (work == 0) continue; /* every thread skips it: barriers stay matched */
-    int64_t chunk = work / (threads * CHUNKS_PER_THREAD);
-    if (chunk < 1) chunk = 1;
-    while (1) {
-      int64_t begin = atomic_fetch_add_explicit(&pool->counters[k], chunk, memory_order_relaxed);
-      if (begin >= work) break;
-      int64_t end = work - begin < chunk ? work : begin + chunk;
-      kern->fn(in, out, arena, weights, begin, end);
-    }
-    barrier_wait(pool);
-  }
+  return s;
 }
 
 static void* worker_main(void* arg) {
   aot__pool_t* pool = (aot__pool_t*)arg;
-  uint32_t seen = 0;
+  uint64_t s = atomic_load_explicit(&pool->state, memory_order_acquire);
   while (1) {
-    /* a next run that comes soon is taken without sleeping */
-    wait_while_equal(&pool->generation, seen, IDLE_SPIN_NS);
+    /* when the task is fully claimed, wait for the next one */
+    uint64_t seen = work_on(pool, s);
+    s = wait_while_equal(&pool->state, seen, IDLE_SPIN_NS);
+    if (s != seen) continue;
+    uint32_t run = atomic_load_explicit(&pool->run, memory_order_seq_cst);
+    if (run & 1) continue; /* a run is in flight: keep polling */
     pthread_mutex_lock(&pool->mu);
-    while (!pool->stop && atomic_load_explicit(&pool->generation, memory_order_relaxed) == seen)
+    /* sleepers, then run; the caller writes run, then reads sleepers: one of
+     * the two sees the other (sequential consistency), so no wake-up is lost */
+    atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_seq_cst);
+    while (!pool->stop && atomic_load_explicit(&pool->run, memory_order_seq_cst) == run)
       pthread_cond_wait(&pool->cv, &pool->mu);
-    if (pool->stop) {
-      pthread_mutex_unlock(&pool->mu);
-      return NULL;
-    }
-    seen = atomic_load_explicit(&pool->generation, memory_order_relaxed);
-    const aot__job_t* job = pool->job;
+    atomic_fetch_sub_explicit(&pool->sleepers, 1, memory_order_relaxed);
+    int stop = pool->stop;
     pthread_mutex_unlock(&pool->mu);
-    run_kernels(pool, job);
+    if (stop) return NULL;
+    s = atomic_load_explicit(&pool->state, memory_order_acquire);
   }
 }
 
@@ -153,35 +174,51 @@ static void stop_workers(aot__pool_t* pool) {
   pool->started = 0;
 }
 
-aot_status_t aot__pool_create(uint32_t workers, aot__pool_t** out, aot_error_t* err) {
+aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_t** out,
+                              aot_error_t* err) {
   *out = NULL;
-  aot__pool_t* pool = calloc(1, sizeof *pool);
+  aot__pool_t* pool = aot__aligned_alloc(CACHE_LINE, sizeof *pool);
   if (!pool) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
-  pool->workers = workers;
-  pool->threads = calloc(workers ? workers : 1, sizeof *pool->threads);
-  if (!pool->threads) {
+  memset(pool, 0, sizeof *pool);
+  pool->model = m;
+  pool->workers = threads - 1;
+  pool->splits = calloc(m->kernel_count ? m->kernel_count : 1, sizeof *pool->splits);
+  pool->threads = calloc(pool->workers ? pool->workers : 1, sizeof *pool->threads);
+  if (!pool->splits || !pool->threads) {
+    free(pool->splits);
+    free(pool->threads);
     free(pool);
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   }
+  for (uint32_t k = 0; k < m->kernel_count; k++)
+    pool->splits[k] = aot__split_kernel(&m->kernels[k], threads);
   if (pthread_mutex_init(&pool->mu, NULL) != 0) {
+    free(pool->splits);
     free(pool->threads);
     free(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_mutex_init failed");
   }
   if (pthread_cond_init(&pool->cv, NULL) != 0) {
     pthread_mutex_destroy(&pool->mu);
+    free(pool->splits);
     free(pool->threads);
     free(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_cond_init failed");
   }
-  atomic_init(&pool->generation, 0);
-  atomic_init(&pool->arrived, 0);
-  atomic_init(&pool->phase, 0);
-  for (uint32_t i = 0; i < workers; i++) {
+  atomic_init(&pool->kernel, 0);
+  atomic_init(&pool->items, 0);
+  atomic_init(&pool->inputs, NULL);
+  atomic_init(&pool->outputs, NULL);
+  atomic_init(&pool->arena, NULL);
+  atomic_init(&pool->run, 0);
+  atomic_init(&pool->sleepers, 0);
+  atomic_init(&pool->state, 0);
+  atomic_init(&pool->done, 0);
+  for (uint32_t i = 0; i < pool->workers; i++) {
     if (pthread_create(&pool->threads[i], NULL, worker_main, pool) != 0) {
       aot__pool_destroy(pool);
       return aot__fail(err, AOT_ERR_INTERNAL, "cannot start worker thread %u of %u", i + 1,
-                       workers);
+                       pool->workers);
     }
     pool->started = i + 1;
   }
@@ -194,27 +231,43 @@ void aot__pool_destroy(aot__pool_t* pool) {
   stop_workers(pool);
   pthread_cond_destroy(&pool->cv);
   pthread_mutex_destroy(&pool->mu);
-  free(pool->counters);
+  free(pool->splits);
   free(pool->threads);
   free(pool);
 }
 
 void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
-  uint32_t nk = job->model->kernel_count;
-  if (pool->counter_count < nk) {
-    _Atomic int64_t* c = realloc(pool->counters, nk * sizeof *c);
-    if (!c) { /* no memory for counters: run the entry on this thread */
-      job->model->entry(job->inputs, job->outputs, job->arena, job->model->weights);
-      return;
-    }
-    pool->counters = c;
-    pool->counter_count = nk;
+  const aot_model_t* m = pool->model;
+  /* no task of this run is published yet, and every chunk of the last run's
+   * is done: no thread reads these now */
+  atomic_store_explicit(&pool->inputs, job->inputs, memory_order_relaxed);
+  atomic_store_explicit(&pool->outputs, job->outputs, memory_order_relaxed);
+  atomic_store_explicit(&pool->arena, job->arena, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pool->run, 1, memory_order_seq_cst); /* odd: in flight */
+  if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst)) {
+    /* they wake while the caller runs the first kernels */
+    pthread_mutex_lock(&pool->mu);
+    pthread_cond_broadcast(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
   }
-  for (uint32_t k = 0; k < nk; k++) atomic_init(&pool->counters[k], 0);
-  pthread_mutex_lock(&pool->mu);
-  pool->job = job;
-  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
-  pthread_cond_broadcast(&pool->cv);
-  pthread_mutex_unlock(&pool->mu);
-  run_kernels(pool, job);
+  for (uint32_t k = 0; k < m->kernel_count; k++) {
+    const aot__kernel_t* kern = &m->kernels[k];
+    aot__split_t split = pool->splits[k];
+    if (split.chunks < 2) {
+      if (kern->work > 0)
+        kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+      continue;
+    }
+    atomic_store_explicit(&pool->kernel, k, memory_order_relaxed);
+    atomic_store_explicit(&pool->items, split.items, memory_order_relaxed);
+    uint64_t s = (uint64_t)++pool->epoch << EPOCH_SHIFT | (uint64_t)split.chunks << CHUNKS_SHIFT;
+    atomic_store_explicit(&pool->state, s, memory_order_release);
+    pool->target += split.chunks;
+    (void)work_on(pool, s);
+    /* only chunks other threads claimed and still run are left */
+    for (uint64_t d = atomic_load_explicit(&pool->done, memory_order_acquire); d != pool->target;
+         d = atomic_load_explicit(&pool->done, memory_order_acquire))
+      wait_while_equal(&pool->done, d, -1);
+  }
+  atomic_fetch_add_explicit(&pool->run, 1, memory_order_release); /* even: idle */
 }

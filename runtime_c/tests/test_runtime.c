@@ -4,6 +4,7 @@
  * usage: test_runtime TESTMODEL_SO BUILD_DIR */
 #include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,8 @@ static int g_checks = 0;
 #define N 148
 #define C 37
 
-/* format_version, arch, arch, extra cpu fields, kernel 1's symbol, extra top-level fields */
+/* format_version, arch, arch, extra cpu fields, extra kernel 0 fields, kernel 1's symbol, extra
+ * kernel 1 fields, extra top-level fields */
 static const char* kManifestFmt =
     "{\"format_version\": %d,\n"
     " \"compiler\": {\"name\": \"aot\", \"version\": \"0.1.0\"},\n"
@@ -39,8 +41,8 @@ static const char* kManifestFmt =
     " \"weights\": {\"section\": \"weights\", \"bytes\": 148, \"alignment\": 64},\n"
     " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"triple\": \"t\", \"cpu\": \"c\","
     " \"features\": \"\", \"entry\": \"aot_model_entry\"%s}],\n"
-    " \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": 148, \"ops\": [\"mul\"]},\n"
-    "             {\"name\": \"k1\", \"symbol\": \"%s\", \"work\": 148},\n"
+    " \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": 148, \"ops\": [\"mul\"]%s},\n"
+    "             {\"name\": \"k1\", \"symbol\": \"%s\", \"work\": 148%s},\n"
     "             {\"name\": \"k2\", \"symbol\": \"aot_kernel_2\", \"work\": 1}],\n"
     " \"unknown_key\": {\"nested\": [1, 2.5e3, null, true, \"\\u00e9\"]}%s\n"
     "}\n";
@@ -55,16 +57,22 @@ static uint8_t* g_code;
 static size_t g_code_size;
 static float g_w[C];
 
-static uint8_t* build_manifest(int version, const char* arch, const char* cpu_extra,
-                               const char* k1_symbol, const char* extra, int zstd_code,
-                               size_t* out_size) {
+static uint8_t* build_kernels(int version, const char* arch, const char* cpu_extra,
+                              const char* k0_extra, const char* k1_symbol, const char* k1_extra,
+                              const char* extra, int zstd_code, size_t* out_size) {
   char manifest[4096];
-  snprintf(manifest, sizeof manifest, kManifestFmt, version, arch, arch, cpu_extra, k1_symbol,
-           extra);
+  snprintf(manifest, sizeof manifest, kManifestFmt, version, arch, arch, cpu_extra, k0_extra,
+           k1_symbol, k1_extra, extra);
   char secname[32];
   snprintf(secname, sizeof secname, "cpu.%s", arch);
   tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {secname, g_code, g_code_size, zstd_code}};
   return tw_pack(manifest, secs, 2, out_size);
+}
+
+static uint8_t* build_manifest(int version, const char* arch, const char* cpu_extra,
+                               const char* k1_symbol, const char* extra, int zstd_code,
+                               size_t* out_size) {
+  return build_kernels(version, arch, cpu_extra, "", k1_symbol, "", extra, zstd_code, out_size);
 }
 
 static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, size_t* out_size) {
@@ -463,6 +471,124 @@ static void test_checks(void) {
   free(art);
 }
 
+/* Threads of this process, from /proc (-1 where there is none). */
+static int thread_count(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int n = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+  fclose(f);
+  return n;
+}
+
+/* The model with its three kernels' cost estimates (manifest "cost_ns"): the
+ * threads a 4-thread context starts, and its results against 1 thread's. */
+static void check_costed(const char* k0_extra, const char* k1_extra, int want_workers) {
+  size_t size;
+  uint8_t* art = build_kernels(1, ARCH, "", k0_extra, "aot_kernel_1", k1_extra, "", 1, &size);
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  aot_status_t st = aot_model_open_memory(art, size, &m, &err);
+  free(art);
+  CHECK(st == AOT_OK, "open: %s", err.message);
+  if (st) return;
+  float x[N], y1[N], y4[N], s1 = 0, s4 = 0;
+  fill_input(x, 9);
+  aot_context_t* c1 = NULL;
+  aot_context_t* c4 = NULL;
+  aot_context_options_t opt = {sizeof opt, 4};
+  CHECK(aot_context_create(m, NULL, &c1, &err) == AOT_OK, "%s", err.message);
+  int before = thread_count();
+  CHECK(aot_context_create(m, &opt, &c4, &err) == AOT_OK, "%s", err.message);
+  int after = thread_count();
+  CHECK(before < 0 || after - before == want_workers, "%s %s: %d workers started, want %d",
+        k0_extra, k1_extra, after - before, want_workers);
+  CHECK(run_once(c1, x, y1, &s1, &err) == AOT_OK && check_result(x, y1, s1), "threads=1");
+  for (int rep = 0; rep < 50; rep++) {
+    memset(y4, 0, sizeof y4);
+    CHECK(run_once(c4, x, y4, &s4, &err) == AOT_OK, "run4: %s", err.message);
+    CHECK(memcmp(y1, y4, sizeof y1) == 0 && s1 == s4, "%s %s: threads=4 differs from threads=1",
+          k0_extra, k1_extra);
+  }
+  aot_context_destroy(c1);
+  aot_context_destroy(c4);
+  aot_model_close(m);
+}
+
+static void test_costs(void) {
+  /* every kernel too small to split: no threads at all, the caller runs all */
+  check_costed(", \"cost_ns\": 10", ", \"cost_ns\": 0", 0);
+  /* one large kernel: a pool; the small one runs on the caller in between */
+  check_costed(", \"cost_ns\": 100000000", ", \"cost_ns\": 10", 3);
+  /* no estimate (an older artifact): split by item count */
+  check_costed("", "", 3);
+  static const char* bad[] = {", \"cost_ns\": -1", ", \"cost_ns\": 1.5", ", \"cost_ns\": \"7\"",
+                              ", \"cost_ns\": null"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    size_t size;
+    uint8_t* art = build_kernels(1, ARCH, "", bad[i], "aot_kernel_1", "", "", 1, &size);
+    expect_open_error(art, size, AOT_ERR_FORMAT, "kernels[0]: \"cost_ns\" must be an integer",
+                      bad[i]);
+    free(art);
+  }
+}
+
+/* Split kernels of different chunk counts in a row (15, then a few, then 15 on
+ * 4 threads), each item of the two increments run exactly once, over many
+ * runs: a claim that strays into the next kernel or past the last chunk shows
+ * as a wrong sum or a hang. */
+static void test_split_stress(void) {
+  char manifest[2048];
+  snprintf(manifest, sizeof manifest,
+           "{\"format_version\": 1,\n"
+           " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
+           " \"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]},\n"
+           "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
+           " \"arena\": {\"bytes\": 592},\n"
+           " \"weights\": {\"section\": \"weights\", \"bytes\": 148},\n"
+           " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"entry\": \"aot_model_entry_inc\"}],\n"
+           " \"kernels\": [{\"symbol\": \"aot_kernel_0\", \"work\": 148, \"cost_ns\": 1000000000},\n"
+           "             {\"symbol\": \"aot_kernel_1\", \"work\": 148, \"cost_ns\": 4500},\n"
+           "             {\"symbol\": \"aot_kernel_inc\", \"work\": 148, \"cost_ns\": 6500},\n"
+           "             {\"symbol\": \"aot_kernel_inc\", \"work\": 148},\n"
+           "             {\"symbol\": \"aot_kernel_2\", \"work\": 1, \"cost_ns\": 100}]}\n",
+           ARCH, ARCH);
+  tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
+  size_t size;
+  uint8_t* art = tw_pack(manifest, secs, 2, &size);
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  aot_status_t st = aot_model_open_memory(art, size, &m, &err);
+  free(art);
+  CHECK(st == AOT_OK, "open: %s", err.message);
+  if (st) return;
+  for (uint32_t threads = 1; threads <= 4; threads++) {
+    aot_context_options_t opt = {sizeof opt, threads};
+    aot_context_t* ctx = NULL;
+    CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
+    int wrong = 0;
+    for (int rep = 0; ctx && rep < 3000; rep++) {
+      float x[N], y[N], s = 0, sum = 0;
+      fill_input(x, rep);
+      if (run_once(ctx, x, y, &s, &err) != AOT_OK) {
+        wrong++;
+        continue;
+      }
+      for (int i = 0; i < N; i++) {
+        float want = x[i] * g_w[i % C] + 1.0f + 1.0f + 1.0f;
+        wrong += y[i] != want;
+        sum += want;
+      }
+      wrong += s != sum;
+    }
+    CHECK(wrong == 0, "threads=%u: %d wrong values", threads, wrong);
+    aot_context_destroy(ctx);
+  }
+  aot_model_close(m);
+}
+
 static void test_file(const uint8_t* art, size_t size, const char* dir) {
   char path[1024];
   snprintf(path, sizeof path, "%s/test_runtime.aot", dir);
@@ -497,6 +623,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s TESTMODEL_SO BUILD_DIR\n", argv[0]);
     return 2;
   }
+  alarm(300); /* a pool that loses a chunk waits forever: fail instead of hanging */
   g_code = tw_read_file(argv[1], &g_code_size);
   if (!g_code) {
     fprintf(stderr, "cannot read %s\n", argv[1]);
@@ -520,6 +647,8 @@ int main(int argc, char** argv) {
   free(art);
   test_manifest_errors();
   test_checks();
+  test_costs();
+  test_split_stress();
   free(g_code);
   printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;

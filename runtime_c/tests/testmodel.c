@@ -4,7 +4,9 @@
  * weights: w float32 [37] at offset 0
  * arena:   t float32 [148] at offset 0
  * outputs: y float32 [4,37] = x * w + 1;  s float32 [] = sum(y)
- * kernels: 0: t = x * w (148 items), 1: y = t + 1 (148), 2: s = sum(y) (1)
+ * kernels: 0: t = x * w (148 items), 1: y = t + 1 (148), 2: s = sum(y) (1);
+ *          aot_kernel_inc: y += 1 (148), which a test lists twice after kernel 1
+ *          (entry aot_model_entry_inc) to see that every item runs exactly once
  * checks:  0: x[0] < 1000, 1: y[1] < 1001 (read after the last kernel, as
  *          compiled checks are); aot_model_checks_broken answers out of range */
 #include <stdint.h>
@@ -45,11 +47,33 @@ __attribute__((visibility("default"))) void aot_kernel_2(const void* const* in, 
   *(float*)out[1] = s;
 }
 
+__attribute__((visibility("default"))) void aot_kernel_inc(const void* const* in,
+                                                          void* const* out, uint8_t* arena,
+                                                          const uint8_t* weights, int64_t b,
+                                                          int64_t e) {
+  (void)in;
+  (void)arena;
+  (void)weights;
+  float* y = (float*)out[0];
+  for (int64_t i = b; i < e; i++) y[i] += 1.0f;
+}
+
 __attribute__((visibility("default"))) void aot_model_entry(const void* const* in,
                                                            void* const* out, uint8_t* arena,
                                                            const uint8_t* weights) {
   aot_kernel_0(in, out, arena, weights, 0, N);
   aot_kernel_1(in, out, arena, weights, 0, N);
+  aot_kernel_2(in, out, arena, weights, 0, 1);
+}
+
+/* the entry of the kernel list k0, k1, inc, inc, k2 */
+__attribute__((visibility("default"))) void aot_model_entry_inc(const void* const* in,
+                                                               void* const* out, uint8_t* arena,
+                                                               const uint8_t* weights) {
+  aot_kernel_0(in, out, arena, weights, 0, N);
+  aot_kernel_1(in, out, arena, weights, 0, N);
+  aot_kernel_inc(in, out, arena, weights, 0, N);
+  aot_kernel_inc(in, out, arena, weights, 0, N);
   aot_kernel_2(in, out, arena, weights, 0, 1);
 }
 
