@@ -13,6 +13,7 @@ import numpy as np
 
 from aot.errors import ModelError, UnsupportedError
 from aot.ir.graph import Graph
+from aot.kernel_cost import kernel_cost_ns
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 
@@ -134,7 +135,8 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: 
             "cpu": code.target.cpu, "features": code.target.features, "entry": "aot_model_entry",
         }],
         "kernels": [
-            {"name": k.name, "symbol": symbol, "work": work, "ops": k.ops,
+            # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
+            {"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work), "ops": k.ops,
              "output": k.root.name, "inputs": [p.name for p in k.params], "reason": k.reason}
             for k, (symbol, work) in zip(plan.kernels, code.kernels)
         ],
