@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.cpu.gemm import (
-    ACC_VECTORS, ACC_VECTORS_AVX512, MAX_ROWS, Epilogue, branch, fma, load_vector, register, splat, store_epilogue,
+    MAX_ROWS, Epilogue, accumulator_budget, branch, fma, load_vector, register, splat, store_epilogue,
     store_vector, vector_of,
 )
 from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
@@ -239,7 +239,7 @@ class DynamicDot:
         columns = rhs_v.type.shape[rn]
         # AVX-512's 32 registers hold 24 accumulators: four column blocks of 6 rows (Q@K^T), or
         # 12 rows of a narrow head's two blocks (probs@V); AVX2's 16 hold 12
-        accumulators = ACC_VECTORS_AVX512 if target.avx512 else ACC_VECTORS
+        accumulators = accumulator_budget(target, LANES)
         ncb = max(1, min(-(-columns // LANES), accumulators // max(1, min(rows, MAX_ROWS)), 4))
         mr = max(1, min(rows, accumulators // ncb, MAX_ROWS_AVX512 if target.avx512 else MAX_ROWS))
         plan = DynamicDot(

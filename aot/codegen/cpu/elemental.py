@@ -199,7 +199,7 @@ class ElementalEmitter:
 
     # -- entry point -------------------------------------------------------------
     def value(self, v: Value, index: Sequence[ir.Value]) -> ir.Value:
-        if id(v) in self._substitutes and not self._hoisting:  # the preamble runs before any substitute
+        if self.substituted(v):
             return self._substitutes[id(v)]
         key = (id(v), *(_index_key(i) for i in index))
         for scope in reversed(self._scopes):
@@ -306,6 +306,7 @@ class ElementalEmitter:
         return self.load_at(v, linear)
 
     def substituted(self, v: Value) -> bool:
+        """value(v) returns a substitute here (never in the row preamble, which runs before any)."""
         return id(v) in self._substitutes and not self._hoisting
 
     def load_at(self, v: Value, linear: ir.Value) -> ir.Value:

@@ -44,6 +44,11 @@ ACC_VECTORS = 12
 # (an LM head of 32 x 128 x 50,257: 74 -> 82 GFLOP/s)
 ACC_VECTORS_AVX512 = 24
 
+
+def accumulator_budget(target: CpuTarget, lanes: int) -> int:
+    """Accumulator vectors a register tile may hold: AVX-512's 32 registers of 16 lanes take 24."""
+    return ACC_VECTORS_AVX512 if target.avx512 and lanes == 16 else ACC_VECTORS
+
 # == epilogue analysis (shared with conv.py) ========================================
 @dataclass(frozen=True)
 class Epilogue:
@@ -253,7 +258,7 @@ class DotTiling:
         columns = epilogue.chain[-1].out.type.shape[-1] if epilogue.chain else blocks * lanes
         if not depth:
             rows = dot.out.type.size // (blocks * lanes)
-        accumulators = ACC_VECTORS_AVX512 if target.avx512 and lanes == 16 else ACC_VECTORS
+        accumulators = accumulator_budget(target, lanes)
         mr = max(1, min(rows, MAX_ROWS))
         ncb = max(1, min(blocks, accumulators // mr, 4))
         return DotTiling(rows, depth, blocks, lanes, columns, mr, ncb)
