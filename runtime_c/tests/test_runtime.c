@@ -10,20 +10,7 @@
 
 #include "aot_runtime.h"
 #include "artifact_writer.h"
-
-static int g_failures = 0;
-static int g_checks = 0;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    g_checks++;                                                   \
-    if (!(cond)) {                                                \
-      g_failures++;                                               \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
+#include "check.h"
 
 #define N 148
 #define C 37
@@ -483,17 +470,25 @@ static int thread_count(void) {
   return n;
 }
 
-/* The model with its three kernels' cost estimates (manifest "cost_ns"): the
- * threads a 4-thread context starts, and its results against 1 thread's. */
-static void check_costed(const char* k0_extra, const char* k1_extra, int want_workers) {
-  size_t size;
-  uint8_t* art = build_kernels(1, ARCH, "", k0_extra, "aot_kernel_1", k1_extra, "", 1, &size);
+/* Opens an artifact built in memory and frees the bytes; NULL (a failed CHECK) if it does not open. */
+static aot_model_t* open_built(uint8_t* art, size_t size) {
   aot_model_t* m = NULL;
   aot_error_t err;
   aot_status_t st = aot_model_open_memory(art, size, &m, &err);
   free(art);
   CHECK(st == AOT_OK, "open: %s", err.message);
-  if (st) return;
+  return st == AOT_OK ? m : NULL;
+}
+
+
+/* The model with its three kernels' cost estimates (manifest "cost_ns"): the
+ * threads a 4-thread context starts, and its results against 1 thread's. */
+static void check_costed(const char* k0_extra, const char* k1_extra, int want_workers) {
+  size_t size;
+  uint8_t* art = build_kernels(1, ARCH, "", k0_extra, "aot_kernel_1", k1_extra, "", 1, &size);
+  aot_model_t* m = open_built(art, size);
+  if (!m) return;
+  aot_error_t err;
   float x[N], y1[N], y4[N], s1 = 0, s4 = 0;
   fill_input(x, 9);
   aot_context_t* c1 = NULL;
@@ -558,12 +553,9 @@ static void test_split_stress(void) {
   tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
   size_t size;
   uint8_t* art = tw_pack(manifest, secs, 2, &size);
-  aot_model_t* m = NULL;
+  aot_model_t* m = open_built(art, size);
+  if (!m) return;
   aot_error_t err;
-  aot_status_t st = aot_model_open_memory(art, size, &m, &err);
-  free(art);
-  CHECK(st == AOT_OK, "open: %s", err.message);
-  if (st) return;
   for (uint32_t threads = 1; threads <= 4; threads++) {
     aot_context_options_t opt = {sizeof opt, threads};
     aot_context_t* ctx = NULL;

@@ -2,21 +2,8 @@
  * and that every split covers [0, work) exactly once. */
 #include <stdio.h>
 
+#include "check.h"
 #include "internal.h"
-
-static int g_failures = 0;
-static int g_checks = 0;
-
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    g_checks++;                                                            \
-    if (!(cond)) {                                                         \
-      g_failures++;                                                        \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-    }                                                                      \
-  } while (0)
 
 static aot__split_t split(int64_t work, int64_t cost_ns, uint32_t threads) {
   aot__kernel_t k = {NULL, NULL, work, cost_ns};
