@@ -344,3 +344,16 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
     (kernel,) = plan.kernels
     match = _dot_match(kernel, target)
     assert match is not None and _stores_plainly(kernel, match.epilogue)
+
+
+@pytest.mark.parametrize("k,n,streams", [(64, 4200, True), (64, 500, False)])
+def test_a_weight_too_big_to_stay_in_cache_is_prefetched_a_unit_ahead(k, n, streams):
+    # the last unit prefetches past the weight's end: harmless, and the results stay right
+    from aot.codegen.cpu.gemm import PREFETCH_MIN_WEIGHT_BYTES
+
+    assert (k * n * 4 > PREFETCH_MIN_WEIGHT_BYTES) == streams
+    make = dense(13, k, n, "none")
+    plan = check(make, feeds_for(make), pieces=3)
+    assert emitters(plan) == [DOT_EMITTER]
+    llvm_ir = emit_cpu(plan, HOST).llvm_ir
+    assert ("llvm.prefetch" in llvm_ir) == streams
