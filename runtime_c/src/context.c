@@ -10,8 +10,13 @@
 #include "internal.h"
 
 #define MAX_THREADS 1024u
+/* A live context's `magic`: aot_context_destroy clears it before freeing, so
+ * aot_run on a destroyed context is refused rather than run on freed memory (in
+ * the common case: once the memory is reused, nothing can tell). */
+#define CONTEXT_MAGIC 0x58434f41u /* "AOCX" */
 
 struct aot_context {
+  uint32_t magic;
   const aot_model_t* model;
   uint8_t* arena;
   aot__pool_t* pool; /* NULL: single-threaded */
@@ -24,6 +29,8 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
   if (!out_context) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_context is NULL");
   *out_context = NULL;
   if (!model) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  if (model->magic != AOT__MODEL_MAGIC)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
   uint32_t threads = 1;
   if (options) {
     /* Options structs are append-only: read only the fields the caller's
@@ -38,6 +45,7 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
                      MAX_THREADS);
   aot_context_t* ctx = calloc(1, sizeof *ctx);
   if (!ctx) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  ctx->magic = CONTEXT_MAGIC;
   ctx->model = model;
   ctx->arena = aot__aligned_alloc(model->arena_align, model->arena_bytes);
   ctx->in_ptrs = calloc(model->input_count + 1, sizeof *ctx->in_ptrs);
@@ -60,7 +68,8 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
 }
 
 void aot_context_destroy(aot_context_t* ctx) {
-  if (!ctx) return;
+  if (!ctx || ctx->magic != CONTEXT_MAGIC) return; /* NULL, or destroyed already */
+  ctx->magic = 0;
   aot__pool_destroy(ctx->pool);
   free(ctx->arena);
   free(ctx->in_ptrs);
@@ -125,7 +134,12 @@ static aot_status_t run_checks(aot_context_t* ctx, aot_error_t* err) {
 aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
                      aot_tensor_t* outputs, uint32_t output_count, aot_error_t* err) {
   if (!ctx) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "context is NULL");
+  if (ctx->magic != CONTEXT_MAGIC)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "context is destroyed (or not a context)");
   const aot_model_t* m = ctx->model;
+  if (m->magic != AOT__MODEL_MAGIC)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT,
+                     "the context's model is closed: close it only after its contexts");
   if (input_count != m->input_count)
     return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "expected %u inputs, got %u", m->input_count,
                      input_count);

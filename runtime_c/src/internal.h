@@ -127,7 +127,12 @@ typedef struct aot__kernel {
   int64_t cost_ns; /* manifest "cost_ns": estimated single-thread time of all items; -1: none */
 } aot__kernel_t;
 
+/* A live model's `magic`; aot_model_close clears it before freeing, so a call on
+ * a closed model is refused (in the common case: freed memory may be reused). */
+#define AOT__MODEL_MAGIC 0x4d544f41u /* "AOTM" */
+
 struct aot_model {
+  uint32_t magic; /* AOT__MODEL_MAGIC while open */
   char* name;
   uint32_t input_count, output_count;
   aot__tensor_desc_t* inputs;
@@ -143,6 +148,12 @@ struct aot_model {
   char** check_messages; /* check_count NUL-terminated messages */
   aot__checks_fn checks;
 };
+
+/* ---- cpu_features.c ---- */
+/* The chosen "cpu" entry's "x86_features" (absent in older artifacts: no check)
+ * against CPUID and the OS's enabled register state; AOT_ERR_UNSUPPORTED names
+ * every missing one. */
+AOT_HIDDEN aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err);
 
 /* ---- schedule.c ---- */
 /* chunks per thread: threads claim chunks as they come, so a thread that

@@ -154,7 +154,8 @@ fail:
 }
 
 void aot_model_close(aot_model_t* m) {
-  if (!m) return;
+  if (!m || m->magic != AOT__MODEL_MAGIC) return; /* NULL, or closed already */
+  m->magic = 0;
   aot__code_unload(&m->code);
   free_descs(m->inputs, m->input_count);
   free_descs(m->outputs, m->output_count);
@@ -264,6 +265,7 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
                      HOST_ARCH, used ? have : "none");
   const char *section, *entry;
   aot_status_t st;
+  if ((st = aot__cpu_check(pick, err))) return st; /* before its code is loaded */
   if ((st = get_string(pick, "section", "manifest: cpu[" HOST_ARCH "]", 1, &section, err)))
     return st;
   if ((st = get_string(pick, "entry", "manifest: cpu[" HOST_ARCH "]", 0, &entry, err))) return st;
@@ -393,6 +395,7 @@ aot_status_t aot_model_open_memory(const void* data, size_t size, aot_model_t** 
   aot_model_t* m = calloc(1, sizeof *m);
   if (!m) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   m->code.fd = -1;
+  m->magic = AOT__MODEL_MAGIC;
   aot_status_t st = open_model(data, size, m, err);
   if (st) {
     aot_model_close(m);
@@ -437,10 +440,12 @@ aot_status_t aot_model_open_file(const char* path, aot_model_t** out_model, aot_
   return st;
 }
 
-uint32_t aot_model_input_count(const aot_model_t* m) { return m ? m->input_count : 0; }
-uint32_t aot_model_output_count(const aot_model_t* m) { return m ? m->output_count : 0; }
-uint64_t aot_model_arena_bytes(const aot_model_t* m) { return m ? m->arena_bytes : 0; }
-const char* aot_model_name(const aot_model_t* m) { return m ? m->name : ""; }
+static int live(const aot_model_t* m) { return m && m->magic == AOT__MODEL_MAGIC; }
+
+uint32_t aot_model_input_count(const aot_model_t* m) { return live(m) ? m->input_count : 0; }
+uint32_t aot_model_output_count(const aot_model_t* m) { return live(m) ? m->output_count : 0; }
+uint64_t aot_model_arena_bytes(const aot_model_t* m) { return live(m) ? m->arena_bytes : 0; }
+const char* aot_model_name(const aot_model_t* m) { return live(m) ? m->name : ""; }
 
 static aot_status_t info(const aot__tensor_desc_t* d, uint32_t count, uint32_t index,
                          const char* what, aot_tensor_info_t* out, aot_error_t* err) {
@@ -459,11 +464,13 @@ static aot_status_t info(const aot__tensor_desc_t* d, uint32_t count, uint32_t i
 aot_status_t aot_model_input_info(const aot_model_t* m, uint32_t index, aot_tensor_info_t* out,
                                   aot_error_t* err) {
   if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  if (!live(m)) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
   return info(m->inputs, m->input_count, index, "input", out, err);
 }
 
 aot_status_t aot_model_output_info(const aot_model_t* m, uint32_t index, aot_tensor_info_t* out,
                                    aot_error_t* err) {
   if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  if (!live(m)) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
   return info(m->outputs, m->output_count, index, "output", out, err);
 }
