@@ -100,7 +100,12 @@ static aot_status_t check_tensor(const aot__tensor_desc_t* d, const aot_tensor_t
   if (!same) {
     char want[160], got[160];
     format_shape(want, sizeof want, d->shape, d->rank);
+    /* The caller's rank may be the wrong field (a bogus 1000 over a 2-entry
+     * array): its dims are printed only when there are no more of them than the
+     * model has, so this reads no more than the caller says it holds, nor more
+     * than the model's rank. */
     if (t->rank && !t->shape) snprintf(got, sizeof got, "rank %u with NULL shape", t->rank);
+    else if (t->rank > d->rank) snprintf(got, sizeof got, "rank %u", t->rank);
     else format_shape(got, sizeof got, t->shape, t->rank);
     return aot__fail(err, AOT_ERR_SHAPE_MISMATCH, "%s '%s' (index %u): expected shape %s, got %s",
                      what, d->name, index, want, got);

@@ -103,7 +103,7 @@ typedef struct {
 static void read_cpu(cpu_t* cpu) {
   memset(cpu, 0, sizeof *cpu);
   unsigned a, b, c, d;
-  unsigned max = __get_cpuid_max(0, NULL);
+  unsigned max = (unsigned)__get_cpuid_max(0, NULL);
   if (max >= 1) {
     __cpuid(1, a, b, c, d);
     cpu->words[L1_ECX] = c;
@@ -128,7 +128,7 @@ static void read_cpu(cpu_t* cpu) {
     __cpuid_count(0x24, 0, a, b, c, d);
     cpu->words[AVX10_VER] = b & 0xFF;
   }
-  if (__get_cpuid_max(0x80000000, NULL) >= 0x80000001) {
+  if ((unsigned)__get_cpuid_max(0x80000000, NULL) >= 0x80000001u) {
     __cpuid(0x80000001, a, b, c, d);
     cpu->words[LX1_ECX] = c;
   }
@@ -140,7 +140,7 @@ static const char* missing(const cpu_t* cpu, const char* name) {
     const feature_t* f = &kFeatures[i];
     if (strcmp(f->name, name) != 0) continue;
     uint32_t w = cpu->words[f->word];
-    int has = f->word == AVX10_VER ? w >= f->bit : (w >> f->bit) & 1;
+    int has = f->word == AVX10_VER ? w >= f->bit : (int)((w >> f->bit) & 1u);
     if (!has) return "missing";
     if ((cpu->xcr0 & f->state) != f->state) return "not enabled by the OS";
     return "";

@@ -19,6 +19,15 @@
  * the next task's count before its epoch could claim a chunk past the end of
  * a finished task.)
  *
+ * A worker reads the run's pointers (`inputs`, `outputs`, `arena`: the pool's
+ * own copies, never the caller's job) only after it has claimed a chunk, and
+ * the caller returns only once every claimed chunk is done; a run that
+ * publishes no task (every kernel unsplit, or with no work) leaves the workers
+ * polling `state` alone. So no worker touches a finished aot_run's memory. (An
+ * earlier pool handed workers a pointer to the job on aot_run's stack, and when
+ * no kernel had work it skipped its barriers and returned while they still
+ * read it: issue 11.)
+ *
  * Workers poll for tasks while a run is in flight and for IDLE_SPIN_NS after
  * it (back-to-back runs are the common serving loop), then sleep on a
  * condition variable until the next run.

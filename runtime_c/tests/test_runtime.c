@@ -2,8 +2,11 @@
  * contexts, input validation, and damaged files (every truncation point, a
  * flipped bit in every byte) that must fail with a message, never crash.
  * usage: test_runtime TESTMODEL_SO BUILD_DIR */
+#include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -610,6 +613,217 @@ static void test_file(const uint8_t* art, size_t size, const char* dir) {
   CHECK(tw_write_file(path, &s, sizeof s) == 0, "write %s", path);
 }
 
+/* Issue 11: a 4-thread context over kernels that all have zero work (the format
+ * allows it), then over one split kernel followed by zero-work ones, run many
+ * times. The pool once skipped its barriers when no kernel had work, returned,
+ * and its workers then read the job from aot_run's dead stack frame: under
+ * `make tsan-test` that was a race report, here the runs must simply succeed. */
+static void test_zero_work(void) {
+  static const char* kKernels[] = {
+      "{\"symbol\": \"aot_kernel_0\", \"work\": 0}, {\"symbol\": \"aot_kernel_1\", \"work\": 0},"
+      " {\"symbol\": \"aot_kernel_2\", \"work\": 0}",
+      "{\"symbol\": \"aot_kernel_0\", \"work\": 148, \"cost_ns\": 1000000000},"
+      " {\"symbol\": \"aot_kernel_1\", \"work\": 0}, {\"symbol\": \"aot_kernel_2\", \"work\": 0}"};
+  /* testmodel.c's descriptions of the code with these kernel lists */
+  static const char* kCodeInfo[] = {"aot_code_info_zero_work", "aot_code_info_zero_tail"};
+  for (size_t v = 0; v < sizeof kKernels / sizeof kKernels[0]; v++) {
+    char manifest[2048];
+    snprintf(manifest, sizeof manifest,
+             "{\"format_version\": 1,\n"
+             " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
+             " \"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]},\n"
+             "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
+             " \"arena\": {\"bytes\": 592},\n"
+             " \"weights\": {\"section\": \"weights\", \"bytes\": 148},\n"
+             " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"code_info\": \"%s\"}],\n"
+             " \"kernels\": [%s]}\n",
+             ARCH, ARCH, kCodeInfo[v], kKernels[v]);
+    tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
+    size_t size;
+    uint8_t* art = tw_pack(manifest, secs, 2, &size);
+    aot_model_t* m = open_built(art, size);
+    if (!m) continue;
+    aot_error_t err;
+    aot_context_options_t opt = {sizeof opt, 4};
+    aot_context_t* ctx = NULL;
+    CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
+    int failed = 0;
+    for (int rep = 0; ctx && rep < 2000; rep++) {
+      float x[N], y[N], s;
+      fill_input(x, rep);
+      failed += run_once(ctx, x, y, &s, &err) != AOT_OK;
+    }
+    CHECK(failed == 0, "variant %zu: %d runs failed: %s", v, failed, err.message);
+    aot_context_destroy(ctx);
+    aot_model_close(m);
+  }
+}
+
+/* Issue 11: a shape error must not read more of the caller's dims than it can
+ * trust. The caller's two dims end where an unreadable page begins, and its
+ * rank says 1000: reading a third dim would fault. */
+static void test_bogus_rank_report(const uint8_t* art, size_t size) {
+  long page = sysconf(_SC_PAGESIZE);
+  uint8_t* pages = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+  if (pages == MAP_FAILED || mprotect(pages + page, (size_t)page, PROT_NONE) != 0) {
+    CHECK(0, "cannot map a guard page");
+    return;
+  }
+  int64_t* dims = (int64_t*)(pages + page) - 2;
+  dims[0] = 4;
+  dims[1] = 37;
+  aot_model_t* m = NULL;
+  aot_context_t* ctx = NULL;
+  aot_error_t err;
+  CHECK(aot_model_open_memory(art, size, &m, &err) == AOT_OK, "%s", err.message);
+  CHECK(m && aot_context_create(m, NULL, &ctx, &err) == AOT_OK, "%s", err.message);
+  float x[N], y[N], s;
+  fill_input(x, 1);
+  int64_t scalar_shape[1] = {0};
+  aot_tensor_t in = {AOT_DTYPE_FLOAT32, 1000, dims, x, sizeof x};
+  aot_tensor_t out[2] = {{AOT_DTYPE_FLOAT32, 2, dims, y, sizeof y},
+                         {AOT_DTYPE_FLOAT32, 0, NULL, &s, sizeof s}};
+  aot_status_t st = aot_run(ctx, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH &&
+            strstr(err.message, "input 'x' (index 0): expected shape [4,37], got rank 1000"),
+        "%d '%s'", st, err.message);
+  in.rank = 3;
+  st = aot_run(ctx, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH && strstr(err.message, "got rank 3"), "'%s'", err.message);
+  /* a scalar output given rank 2: the model's rank is 0, so no dim is read */
+  in.rank = 2;
+  out[1].rank = 2;
+  out[1].shape = dims;
+  st = aot_run(ctx, &in, 1, out, 2, &err);
+  CHECK(st == AOT_ERR_SHAPE_MISMATCH && strstr(err.message, "output 's' (index 1): expected shape [], got rank 2"),
+        "'%s'", err.message);
+  out[1].rank = 0;
+  out[1].shape = scalar_shape;
+  CHECK(aot_run(ctx, &in, 1, out, 2, &err) == AOT_OK && check_result(x, y, s), "%s", err.message);
+  aot_context_destroy(ctx);
+  aot_model_close(m);
+  munmap(pages, 2 * (size_t)page);
+}
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+/* ASan and TSan both (rightly) report a read of freed memory */
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer) || \
+    defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#else
+#define UNDER_SANITIZER 0
+#endif
+
+/* Issue 11: calls on a destroyed context or a closed model are refused
+ * (AOT_ERR_INVALID_ARGUMENT), not run on freed memory. This reads freed memory
+ * on purpose, which only works while nothing has reused it: the calls come
+ * straight after the free, glibc is told never to hand freed heap back to the
+ * OS, and sanitizer builds skip it. */
+static void test_use_after_destroy(const uint8_t* art, size_t size) {
+  if (UNDER_SANITIZER) {
+    printf("test_use_after_destroy: skipped under a sanitizer (it reads freed memory on purpose)\n");
+    return;
+  }
+#ifdef M_TRIM_THRESHOLD
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  if (aot_model_open_memory(art, size, &m, &err) != AOT_OK) {
+    CHECK(0, "open: %s", err.message);
+    return;
+  }
+  float x[N], y[N], s;
+  fill_input(x, 4);
+  aot_context_options_t opt = {sizeof opt, 4};
+  aot_context_t *c1 = NULL, *c2 = NULL;
+  CHECK(aot_context_create(m, &opt, &c1, &err) == AOT_OK, "%s", err.message);
+  CHECK(aot_context_create(m, NULL, &c2, &err) == AOT_OK, "%s", err.message);
+  CHECK(run_once(c1, x, y, &s, &err) == AOT_OK && check_result(x, y, s), "%s", err.message);
+  aot_context_destroy(c1);
+  aot_status_t st = run_once(c1, x, y, &s, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "context is destroyed"), "%d '%s'",
+        st, err.message);
+  aot_context_destroy(c1); /* twice: a no-op, not a double free */
+
+  aot_model_close(m);
+  st = run_once(c2, x, y, &s, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "the context's model is closed"),
+        "%d '%s'", st, err.message);
+  aot_tensor_info_t info;
+  st = aot_model_input_info(m, 0, &info, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "model is closed"), "%d '%s'", st,
+        err.message);
+  st = aot_model_output_info(m, 0, &info, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT, "output_info on a closed model: %d", st);
+  CHECK(aot_model_input_count(m) == 0 && aot_model_output_count(m) == 0 &&
+            aot_model_arena_bytes(m) == 0 && strcmp(aot_model_name(m), "") == 0,
+        "queries on a closed model");
+  aot_context_t* c3 = NULL;
+  st = aot_context_create(m, NULL, &c3, &err);
+  CHECK(st == AOT_ERR_INVALID_ARGUMENT && !c3 && strstr(err.message, "model is closed"), "%d '%s'",
+        st, err.message);
+  aot_model_close(m); /* twice: a no-op */
+  aot_context_destroy(c2); /* a context may still be destroyed after its model is closed */
+}
+
+/* Issue 11: the chosen cpu entry's "x86_features" (what its code may use) is
+ * checked at open. The names this CPU lacks are compared with LLVM's view of
+ * the host by tests/test_cpu_features.py; here, what every CPU agrees on. */
+static void test_cpu_features(void) {
+  static const struct {
+    const char* extra;
+    aot_status_t code; /* on x86-64 */
+    const char* needle;
+  } cases[] = {
+      {"", AOT_OK, ""}, /* an older artifact: no field, no check */
+      {", \"x86_features\": null", AOT_OK, ""},
+      {", \"x86_features\": []", AOT_OK, ""},
+      {", \"x86_features\": [\"sse3\"]", AOT_OK, ""},
+      {", \"x86_features\": [\"sse3\", \"avx9000\", \"x87x\"]", AOT_ERR_UNSUPPORTED,
+       "this CPU lacks 2 features the code needs (built for c): avx9000 (unknown to this runtime), "
+       "x87x (unknown to this runtime)"},
+      {", \"x86_features\": \"avx2\"", AOT_ERR_FORMAT, "\"x86_features\" must be an array"},
+      {", \"x86_features\": [\"avx2\", 2]", AOT_ERR_FORMAT, "must hold non-empty strings"},
+      {", \"x86_features\": [\"\"]", AOT_ERR_FORMAT, "must hold non-empty strings"},
+      {", \"x86_features\": [\"a\\u0000b\"]", AOT_ERR_FORMAT, "must hold non-empty strings"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t size;
+    uint8_t* art = build_manifest(1, ARCH, cases[i].extra, "aot_kernel_1", "", 1, &size);
+    aot_status_t want = cases[i].code;
+    const char* needle = cases[i].needle;
+#if !defined(__x86_64__)
+    if (want == AOT_OK && strstr(cases[i].extra, "\"sse3\"")) { /* any x86 list: not this machine */
+      want = AOT_ERR_UNSUPPORTED;
+      needle = "this is not an x86-64 machine";
+    } else if (want == AOT_ERR_UNSUPPORTED) {
+      needle = "this is not an x86-64 machine";
+    }
+#endif
+    if (want == AOT_OK) {
+      aot_model_t* m = open_built(art, size);
+      if (m) {
+        aot_context_t* ctx = NULL;
+        aot_error_t err;
+        float x[N], y[N], s;
+        fill_input(x, 6);
+        CHECK(aot_context_create(m, NULL, &ctx, &err) == AOT_OK &&
+                  run_once(ctx, x, y, &s, &err) == AOT_OK && check_result(x, y, s),
+              "%s: %s", cases[i].extra, err.message);
+        aot_context_destroy(ctx);
+      }
+      aot_model_close(m);
+    } else {
+      expect_open_error(art, size, want, needle, cases[i].extra);
+      free(art);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s TESTMODEL_SO BUILD_DIR\n", argv[0]);
@@ -641,6 +855,12 @@ int main(int argc, char** argv) {
   test_checks();
   test_costs();
   test_split_stress();
+  test_zero_work();
+  test_cpu_features();
+  art = build(ARCH, "aot_kernel_1", 1, &size);
+  test_bogus_rank_report(art, size);
+  test_use_after_destroy(art, size);
+  free(art);
   free(g_code);
   printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
