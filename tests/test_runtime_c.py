@@ -249,6 +249,7 @@ def test_extra_dtypes_and_empty_tensors(code):
     m["inputs"] += [{"name": "e", "dtype": "bool", "shape": [0, 3]},
                     {"name": "b", "dtype": "bfloat16", "shape": [2]},
                     {"name": "i", "dtype": "int64", "shape": []}]
+    m["cpu"][0]["code_info"] = "aot_code_info_extra_inputs"  # testmodel.c's record of these inputs
     blob = pack_artifact(m, [("weights", W.tobytes()), (f"cpu.{ARCH}", code)])
     x = np.ones((4, 37), np.float32)
     with runtime.Session(blob) as s:

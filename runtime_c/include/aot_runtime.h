@@ -16,10 +16,18 @@
  * library never prints, aborts or exits.
  *
  * Trust: the container (offsets, sizes, checksums, manifest) is validated
- * before use and a damaged file is an error, never a crash. The CPU code in
- * an artifact is native code and runs with the caller's privileges: only
- * load artifacts from sources you trust to run code (checksums detect
- * damage, not tampering).
+ * before use and a damaged file is an error, never a crash. The manifest is
+ * also compared with the code's own record of what it was built for (arena,
+ * weights, tensor sizes, kernels), so an edited manifest is refused too. The
+ * CPU code in an artifact is native code and runs with the caller's
+ * privileges: only load artifacts from sources you trust to run code
+ * (checksums detect damage, not tampering).
+ *
+ * Memory: an artifact cannot make the runtime allocate more than its code
+ * needs: the manifest is at most 16 MiB (its parse tree at most 128 MiB), a
+ * code section at most 256 MiB, and the weights and arena exactly what the
+ * code was built for, each checked before it is decoded or allocated. A
+ * caller that wants a lower ceiling sets aot_model_options_t.max_memory_bytes.
  */
 #ifndef AOT_RUNTIME_H_
 #define AOT_RUNTIME_H_
@@ -37,7 +45,8 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 2u /* 2: AOT_ERR_CHECK_FAILED */
+#define AOT_ABI_VERSION 3u /* 2: AOT_ERR_CHECK_FAILED; 3: aot_model_options_t and
+                                 aot_model_open_{file,memory}_with_options */
 #define AOT_FORMAT_VERSION 1u
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -48,7 +57,7 @@ typedef enum aot_status {
   AOT_ERR_FORMAT = 3,           /* malformed container or manifest */
   AOT_ERR_CHECKSUM = 4,         /* a CRC-32 does not match */
   AOT_ERR_UNSUPPORTED = 5,      /* unknown version/codec, no code for this CPU */
-  AOT_ERR_NO_MEMORY = 6,
+  AOT_ERR_NO_MEMORY = 6,         /* malloc failed, or over max_memory_bytes */
   AOT_ERR_SHAPE_MISMATCH = 7,   /* a tensor's rank, dims or byte size differ */
   AOT_ERR_DTYPE_MISMATCH = 8,
   AOT_ERR_INTERNAL = 9,         /* dlopen/dlsym/pthread failures */
@@ -102,6 +111,20 @@ typedef struct aot_context_options {
                            it has cores */
 } aot_context_options_t;
 
+/* Options for opening a model (ABI version 3). Append-only: struct_size first, and a
+ * runtime reads only the fields the caller's struct_size covers. */
+typedef struct aot_model_options {
+  uint32_t struct_size;      /* sizeof(aot_model_options_t) */
+  uint32_t reserved;         /* 0 */
+  uint64_t max_memory_bytes; /* 0: no limit beyond the artifact's own (see Memory above).
+                                Else the most bytes the model may need: while opening (the
+                                file's bytes for open_file, the manifest and its parse tree,
+                                the code image, twice while it is loaded) and after (weights,
+                                code, and one context's arena). Each is counted before it is
+                                allocated or decoded; the one that would pass the limit fails
+                                with AOT_ERR_NO_MEMORY naming it and the sizes. */
+} aot_model_options_t;
+
 /* Describes a model input or output. Pointers are owned by the model and
  * valid until aot_model_close. */
 typedef struct aot_tensor_info {
@@ -135,6 +158,15 @@ AOT_API aot_status_t aot_model_open_file(const char* path, aot_model_t** out_mod
 AOT_API aot_status_t aot_model_open_memory(const void* data, size_t size,
                                            aot_model_t** out_model,
                                            aot_error_t* out_error);
+/* The same, with options (NULL: the defaults, as the calls above). */
+AOT_API aot_status_t aot_model_open_file_with_options(const char* path,
+                                                      const aot_model_options_t* options,
+                                                      aot_model_t** out_model,
+                                                      aot_error_t* out_error);
+AOT_API aot_status_t aot_model_open_memory_with_options(const void* data, size_t size,
+                                                        const aot_model_options_t* options,
+                                                        aot_model_t** out_model,
+                                                        aot_error_t* out_error);
 AOT_API void aot_model_close(aot_model_t* model); /* NULL is a no-op */
 
 AOT_API uint32_t aot_model_input_count(const aot_model_t* model);

@@ -24,6 +24,15 @@ AOT_HIDDEN aot_dtype_t aot__dtype_from_name(const char* name);
 /* 64-byte (or `align`, a power of two) aligned allocation of at least 1 byte. */
 AOT_HIDDEN void* aot__aligned_alloc(uint64_t align, uint64_t size);
 
+/* ---- limits on what an artifact may make the runtime allocate (packaging/FORMAT.md, "Limits") ---- */
+/* A manifest's raw size: real ones are tens of KB (GPT-2's 31 KB, 1,500 JSON values) */
+#define AOT__MAX_MANIFEST_BYTES (UINT64_C(16) << 20)
+/* Its parse tree (nodes and strings): a node takes ~100 bytes, real manifests ~21 bytes of
+ * text per node, while hostile text spends 2 ("0,") */
+#define AOT__MAX_MANIFEST_TREE_BYTES (8 * AOT__MAX_MANIFEST_BYTES)
+/* A code section's raw size: real ones are 20 KB to a few MB */
+#define AOT__MAX_CODE_BYTES (UINT64_C(256) << 20)
+
 /* ---- crc32.c ---- */
 AOT_HIDDEN uint32_t aot__crc32(uint32_t crc, const void* data, size_t n);
 
@@ -81,13 +90,21 @@ struct aot__json {
   aot__json_t* next;  /* sibling */
   char* key;          /* key when a member of an OBJECT */
   size_t key_len;
+  size_t key_at;      /* byte offset of the key in the text */
   size_t count;       /* ARRAY/OBJECT number of children */
 };
 
 typedef struct aot__json_doc aot__json_doc_t;
-/* Strict RFC 8259 parser: UTF-8 validated, no duplicate keys, no NaN, depth <= 64. */
+/* Strict RFC 8259 parser: UTF-8 validated, no duplicate keys, no NaN, depth <= 64; its tree
+ * takes at most AOT__MAX_MANIFEST_TREE_BYTES (_limited: max_tree_bytes), else
+ * AOT_ERR_NO_MEMORY. */
 AOT_HIDDEN aot_status_t aot__json_parse(const char* text, size_t len, aot__json_doc_t** out_doc,
                                         const aot__json_t** out_root, aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__json_parse_limited(const char* text, size_t len,
+                                                uint64_t max_tree_bytes, aot__json_doc_t** out_doc,
+                                                const aot__json_t** out_root, aot_error_t* err);
+/* Bytes the tree of doc takes (nodes and strings). */
+AOT_HIDDEN uint64_t aot__json_doc_bytes(const aot__json_doc_t* doc);
 AOT_HIDDEN void aot__json_free(aot__json_doc_t* doc);
 AOT_HIDDEN const aot__json_t* aot__json_get(const aot__json_t* obj, const char* key);
 
@@ -101,6 +118,9 @@ AOT_HIDDEN aot_status_t aot__code_load(const uint8_t* image, uint64_t size, cons
                                        aot__code_t* out, aot_error_t* err);
 AOT_HIDDEN aot_status_t aot__code_symbol(const aot__code_t* code, const char* symbol, void** out,
                                          aot_error_t* err);
+/* A data symbol and its size in bytes (UINT64_MAX where the C library cannot tell). */
+AOT_HIDDEN aot_status_t aot__code_object(const aot__code_t* code, const char* symbol,
+                                         const void** out, uint64_t* out_size, aot_error_t* err);
 AOT_HIDDEN void aot__code_unload(aot__code_t* code);
 
 /* ---- model.c ---- */
@@ -139,7 +159,7 @@ struct aot_model {
   aot__tensor_desc_t* outputs;
   uint64_t arena_bytes, arena_align;
   uint8_t* weights; /* NULL-free: at least a 1-byte aligned buffer */
-  uint64_t weights_bytes;
+  uint64_t weights_bytes, weights_align; /* align: max(manifest alignment, 64) */
   aot__code_t code;
   aot__entry_fn entry;
   uint32_t kernel_count;
@@ -148,6 +168,18 @@ struct aot_model {
   char** check_messages; /* check_count NUL-terminated messages */
   aot__checks_fn checks;
 };
+
+/* ---- code_info.c ---- */
+/* The code's description of what it was built for: uint64 words, exported by every code
+ * section (packaging/FORMAT.md, "Code description"). */
+#define AOT__CODE_INFO_SYMBOL "aot_code_info"
+#define AOT__CODE_INFO_MAGIC "AOTCINFO" /* its first 8 bytes */
+#define AOT__CODE_INFO_VERSION 1
+/* Compare the table `symbol` of m's loaded code with m as the manifest describes it
+ * (entry: the manifest's entry symbol, for the message); AOT_ERR_FORMAT names the first
+ * field that differs and both values, AOT_ERR_UNSUPPORTED a missing table. */
+AOT_HIDDEN aot_status_t aot__code_info_check(const aot_model_t* m, const char* symbol,
+                                             const char* entry, aot_error_t* err);
 
 /* ---- cpu_features.c ---- */
 /* The chosen "cpu" entry's "x86_features" (absent in older artifacts: no check)

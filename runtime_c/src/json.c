@@ -5,7 +5,12 @@
  * objects have at most 1024 members. Numbers are kept as int64 when they are
  * integers (the manifest needs only those); other numbers are accepted and
  * flagged is_int = 0 (no strtod: the library must not depend on the locale).
- * Errors give the byte offset. */
+ * Errors give the byte offset.
+ *
+ * Bounded in time and memory, since the text is hostile: the tree (nodes and
+ * strings) may not grow past the caller's byte limit (a 2-byte "0," costs a
+ * ~100-byte node), and duplicate keys are found by sorting each object's keys,
+ * not by comparing every pair. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +21,7 @@
 
 struct aot__json_doc {
   aot__json_t* root;
+  uint64_t bytes; /* of the tree: nodes and strings */
 };
 
 typedef struct {
@@ -23,7 +29,26 @@ typedef struct {
   size_t n, i;
   int depth;
   aot_error_t* err;
+  uint64_t used, max; /* tree bytes allocated, and the most allowed */
 } parser_t;
+
+/* malloc (zeroed when `zero`) counted against the tree's byte limit; NULL with
+ * the error filled in when over it or out of memory. */
+static void* tree_alloc(parser_t* p, size_t n, int zero) {
+  if (n > p->max || p->used > p->max - n) {
+    aot__fail(p->err, AOT_ERR_NO_MEMORY,
+              "JSON parse tree would exceed %llu bytes at byte %zu (the limit for a manifest)",
+              (unsigned long long)p->max, p->i);
+    return NULL;
+  }
+  void* q = zero ? calloc(1, n) : malloc(n);
+  if (!q) {
+    aot__fail(p->err, AOT_ERR_NO_MEMORY, "out of memory parsing JSON");
+    return NULL;
+  }
+  p->used += n;
+  return q;
+}
 
 static aot_status_t syntax(parser_t* p, const char* what) {
   return aot__fail(p->err, AOT_ERR_FORMAT, "JSON error at byte %zu: %s", p->i, what);
@@ -140,8 +165,8 @@ static aot_status_t parse_string(parser_t* p, char** out, size_t* out_len) {
     }
     j += l;
   }
-  char* buf = malloc(j - start + 1);
-  if (!buf) return aot__fail(p->err, AOT_ERR_NO_MEMORY, "out of memory parsing JSON");
+  char* buf = tree_alloc(p, j - start + 1, 0);
+  if (!buf) return AOT_ERR_NO_MEMORY;
   size_t o = 0;
   size_t i = start;
   while (i < j) {
@@ -271,10 +296,34 @@ static aot_status_t parse_number(parser_t* p, aot__json_t* v) {
 
 static aot_status_t parse_value(parser_t* p, aot__json_t** out);
 
-static int key_seen(const aot__json_t* first, const char* key, size_t len) {
-  for (const aot__json_t* m = first; m; m = m->next)
-    if (m->key_len == len && memcmp(m->key, key, len) == 0) return 1;
-  return 0;
+static int key_order(const void* a, const void* b) {
+  const aot__json_t* x = *(const aot__json_t* const*)a;
+  const aot__json_t* y = *(const aot__json_t* const*)b;
+  if (x->key_len != y->key_len) return x->key_len < y->key_len ? -1 : 1;
+  int c = memcmp(x->key, y->key, x->key_len);
+  if (c) return c;
+  return x->key_at < y->key_at ? -1 : x->key_at > y->key_at;
+}
+
+/* Fails on the first key (in text order) that repeats an earlier one of obj. Sorted,
+ * O(m log m): comparing every pair of an object's 1024 members, over a manifest of
+ * such objects, took seconds. */
+static aot_status_t check_unique_keys(parser_t* p, const aot__json_t* obj) {
+  if (obj->count < 2) return AOT_OK;
+  const aot__json_t** keys = malloc(obj->count * sizeof *keys);
+  if (!keys) return aot__fail(p->err, AOT_ERR_NO_MEMORY, "out of memory parsing JSON");
+  size_t n = 0;
+  for (const aot__json_t* m = obj->first; m; m = m->next) keys[n++] = m;
+  qsort(keys, n, sizeof *keys, key_order);
+  size_t dup = SIZE_MAX;
+  for (size_t k = 1; k < n; k++)
+    if (keys[k]->key_len == keys[k - 1]->key_len &&
+        memcmp(keys[k]->key, keys[k - 1]->key, keys[k]->key_len) == 0 && keys[k]->key_at < dup)
+      dup = keys[k]->key_at;
+  free(keys);
+  if (dup == SIZE_MAX) return AOT_OK;
+  p->i = dup;
+  return syntax(p, "duplicate key");
 }
 
 static aot_status_t parse_container(parser_t* p, aot__json_t* v, int object) {
@@ -290,18 +339,13 @@ static aot_status_t parse_container(parser_t* p, aot__json_t* v, int object) {
   }
   while (1) {
     char* key = NULL;
-    size_t key_len = 0;
+    size_t key_len = 0, key_at = 0;
     if (object) {
       skip_ws(p);
       if (p->i >= p->n || p->s[p->i] != '"') return syntax(p, "expected a string key");
-      size_t at = p->i;
+      key_at = p->i;
       aot_status_t st = parse_string(p, &key, &key_len);
       if (st) return st;
-      if (key_seen(v->first, key, key_len)) {
-        free(key);
-        p->i = at;
-        return syntax(p, "duplicate key");
-      }
       if (v->count >= MAX_MEMBERS) {
         free(key);
         return syntax(p, "object has more than 1024 members");
@@ -321,6 +365,7 @@ static aot_status_t parse_container(parser_t* p, aot__json_t* v, int object) {
     }
     child->key = key;
     child->key_len = key_len;
+    child->key_at = key_at;
     *tail = child;
     tail = &child->next;
     v->count++;
@@ -332,7 +377,7 @@ static aot_status_t parse_container(parser_t* p, aot__json_t* v, int object) {
     if (p->i < p->n && p->s[p->i] == close) {
       p->i++;
       p->depth--;
-      return AOT_OK;
+      return object ? check_unique_keys(p, v) : AOT_OK;
     }
     return syntax(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
   }
@@ -348,8 +393,8 @@ static int match_lit(parser_t* p, const char* lit) {
 static aot_status_t parse_value(parser_t* p, aot__json_t** out) {
   skip_ws(p);
   if (p->i >= p->n) return syntax(p, "unexpected end of input");
-  aot__json_t* v = calloc(1, sizeof *v);
-  if (!v) return aot__fail(p->err, AOT_ERR_NO_MEMORY, "out of memory parsing JSON");
+  aot__json_t* v = tree_alloc(p, sizeof *v, 1);
+  if (!v) return AOT_ERR_NO_MEMORY;
   aot_status_t st = AOT_OK;
   unsigned char c = p->s[p->i];
   if (c == '{') {
@@ -383,9 +428,15 @@ static aot_status_t parse_value(parser_t* p, aot__json_t** out) {
 
 aot_status_t aot__json_parse(const char* text, size_t len, aot__json_doc_t** out_doc,
                              const aot__json_t** out_root, aot_error_t* err) {
+  return aot__json_parse_limited(text, len, AOT__MAX_MANIFEST_TREE_BYTES, out_doc, out_root, err);
+}
+
+aot_status_t aot__json_parse_limited(const char* text, size_t len, uint64_t max_tree_bytes,
+                                     aot__json_doc_t** out_doc, const aot__json_t** out_root,
+                                     aot_error_t* err) {
   *out_doc = NULL;
   *out_root = NULL;
-  parser_t p = {(const unsigned char*)text, len, 0, 0, err};
+  parser_t p = {(const unsigned char*)text, len, 0, 0, err, 0, max_tree_bytes};
   aot__json_t* root = NULL;
   aot_status_t st = parse_value(&p, &root);
   if (st) return st;
@@ -400,10 +451,13 @@ aot_status_t aot__json_parse(const char* text, size_t len, aot__json_doc_t** out
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory parsing JSON");
   }
   doc->root = root;
+  doc->bytes = p.used;
   *out_doc = doc;
   *out_root = root;
   return AOT_OK;
 }
+
+uint64_t aot__json_doc_bytes(const aot__json_doc_t* doc) { return doc ? doc->bytes : 0; }
 
 void aot__json_free(aot__json_doc_t* doc) {
   if (!doc) return;

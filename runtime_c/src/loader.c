@@ -13,6 +13,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,24 @@ aot_status_t aot__code_symbol(const aot__code_t* code, const char* symbol, void*
   (void)dlerror();
   void* p = dlsym(code->handle, symbol);
   if (!p) return aot__fail(err, AOT_ERR_FORMAT, "code: missing symbol '%s'", symbol);
+  *out = p;
+  return AOT_OK;
+}
+
+aot_status_t aot__code_object(const aot__code_t* code, const char* symbol, const void** out,
+                              uint64_t* out_size, aot_error_t* err) {
+  *out = NULL;
+  *out_size = UINT64_MAX;
+  void* p = NULL;
+  aot_status_t st = aot__code_symbol(code, symbol, &p, err);
+  if (st) return st;
+#if defined(__GLIBC__)
+  /* the symbol's st_size from the code's dynamic symbol table */
+  Dl_info info;
+  const ElfW(Sym)* sym = NULL;
+  if (dladdr1(p, &info, (void**)&sym, RTLD_DL_SYMENT) && sym && info.dli_saddr == p)
+    *out_size = (uint64_t)sym->st_size;
+#endif
   *out = p;
   return AOT_OK;
 }

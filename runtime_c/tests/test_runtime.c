@@ -74,8 +74,11 @@ static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, si
 
 /* The test model with its two run-time checks, through the checks function `symbol`. */
 static uint8_t* build_checked(const char* symbol, size_t* out_size) {
-  char cpu_extra[128];
-  snprintf(cpu_extra, sizeof cpu_extra, ", \"checks\": \"%s\"", symbol);
+  char cpu_extra[192];
+  /* testmodel.c's description of the code with this checks function */
+  const char* info = strcmp(symbol, "aot_model_checks_broken") == 0 ? "aot_code_info_checks_broken"
+                                                                    : "aot_code_info_checked";
+  snprintf(cpu_extra, sizeof cpu_extra, ", \"checks\": \"%s\", \"code_info\": \"%s\"", symbol, info);
   return build_manifest(2, ARCH, cpu_extra, "aot_kernel_1", CHECK_MESSAGES, 1, out_size);
 }
 
@@ -321,6 +324,12 @@ static void test_manifest_errors(void) {
   expect_open_error(art, size, AOT_ERR_UNSUPPORTED, "no CPU code for " ARCH, "wrong arch");
   free(art);
 
+/* the least manifest that gets past the fields every model has (an output, an arena, weights) */
+#define MIN_MANIFEST                                                                      \
+  "{\"format_version\": 1, \"inputs\": [], \"outputs\": [{\"name\": \"y\", \"dtype\": \"int8\", " \
+  "\"shape\": []}]"
+#define MIN_ARENA_WEIGHTS \
+  ", \"arena\": {\"bytes\": 0}, \"weights\": {\"section\": \"weights\", \"bytes\": 0}"
   static const struct {
     const char* json;
     aot_status_t code;
@@ -345,17 +354,14 @@ static void test_manifest_errors(void) {
       {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"float64\", "
        "\"shape\": [4294967296, 4294967296]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "byte size overflows"},
-      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": []}",
-       AOT_ERR_UNSUPPORTED, "no CPU code"},
-      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"weights\": {\"section\": "
-       "\"weights\", \"bytes\": 8}, \"cpu\": []}",
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": []}", AOT_ERR_UNSUPPORTED, "no CPU code"},
+      {MIN_MANIFEST ", \"arena\": {\"bytes\": 0}, \"weights\": {\"section\": \"weights\", "
+       "\"bytes\": 8}, \"cpu\": []}",
        AOT_ERR_FORMAT, "section 'weights': missing"},
-      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": [{\"arch\": \"" ARCH
-       "\", \"section\": \"cpu.nope\"}]}",
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [{\"arch\": \"" ARCH "\", \"section\": \"cpu.nope\"}]}",
        AOT_ERR_FORMAT, "section 'cpu.nope': missing"},
-      {"{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"arena\": {\"bytes\": 1, "
-       "\"alignment\": 3}, \"cpu\": []}",
-       AOT_ERR_FORMAT, "not a power of two"},
+      {MIN_MANIFEST ", \"arena\": {\"bytes\": 1, \"alignment\": 3}, \"cpu\": []}", AOT_ERR_FORMAT,
+       "not a power of two"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     art = tw_pack(cases[i].json, NULL, 0, &size);
@@ -365,8 +371,7 @@ static void test_manifest_errors(void) {
   /* A code section that is not an ELF image. */
   char manifest[512];
   snprintf(manifest, sizeof manifest,
-           "{\"format_version\": 1, \"inputs\": [], \"outputs\": [], \"cpu\": [{\"arch\": \"%s\","
-           " \"section\": \"cpu.%s\"}]}",
+           MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [{\"arch\": \"%s\", \"section\": \"cpu.%s\"}]}",
            ARCH, ARCH);
   static const char kJunk[100] = "not an ELF image at all";
   tw_section_t junk = {"cpu." ARCH, kJunk, sizeof kJunk, 0};
@@ -546,7 +551,8 @@ static void test_split_stress(void) {
            "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
            " \"arena\": {\"bytes\": 592},\n"
            " \"weights\": {\"section\": \"weights\", \"bytes\": 148},\n"
-           " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"entry\": \"aot_model_entry_inc\"}],\n"
+           " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\", \"entry\": \"aot_model_entry_inc\",\n"
+           "          \"code_info\": \"aot_code_info_inc\"}],\n"
            " \"kernels\": [{\"symbol\": \"aot_kernel_0\", \"work\": 148, \"cost_ns\": 1000000000},\n"
            "             {\"symbol\": \"aot_kernel_1\", \"work\": 148, \"cost_ns\": 4500},\n"
            "             {\"symbol\": \"aot_kernel_inc\", \"work\": 148, \"cost_ns\": 6500},\n"

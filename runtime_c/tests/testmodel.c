@@ -97,3 +97,71 @@ __attribute__((visibility("default"))) int32_t aot_model_checks_broken(const voi
   (void)weights;
   return 3;
 }
+
+/* What the code was built for (runtime_c/src/code_info.c, packaging/FORMAT.md "Code
+ * description"): one table per entry/checks pairing the tests use, picked by the manifest's
+ * cpu[].code_info (default aot_code_info). */
+#define KERNEL(f, work) \
+  { (const void*)f, work }
+#define INFO_HEAD(entry, kernels, checks, checks_fn)                                      \
+  {'A', 'O', 'T', 'C', 'I', 'N', 'F', 'O'}, 1, N * 4, 64, C * 4, 64, 1, 2, kernels, checks, \
+      (const void*)entry, (const void*)checks_fn, {N * 4, N * 4, 4}
+
+typedef struct {
+  const void* fn;
+  uint64_t work;
+} kernel_info_t;
+
+#define CODE_INFO(kernel_count)                                                           \
+  struct {                                                                                \
+    char magic[8];                                                                        \
+    uint64_t version, arena_bytes, arena_alignment, weights_bytes, weights_alignment;     \
+    uint64_t inputs, outputs, kernels, checks;                                            \
+    const void* entry;                                                                    \
+    const void* checks_fn;                                                                \
+    uint64_t sizes[3]; /* x; y, s */                                                      \
+    kernel_info_t k[kernel_count];                                                        \
+  }
+
+#define VISIBLE __attribute__((visibility("default")))
+
+VISIBLE const CODE_INFO(3) aot_code_info = {
+    INFO_HEAD(aot_model_entry, 3, 0, 0),
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_2, 1)}};
+
+VISIBLE const CODE_INFO(3) aot_code_info_checked = {
+    INFO_HEAD(aot_model_entry, 3, 2, aot_model_checks),
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_2, 1)}};
+
+VISIBLE const CODE_INFO(3) aot_code_info_checks_broken = {
+    INFO_HEAD(aot_model_entry, 3, 2, aot_model_checks_broken),
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_2, 1)}};
+
+VISIBLE const CODE_INFO(5) aot_code_info_inc = {
+    INFO_HEAD(aot_model_entry_inc, 5, 0, 0),
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_inc, N),
+     KERNEL(aot_kernel_inc, N), KERNEL(aot_kernel_2, 1)}};
+
+/* test_zero_work's kernel lists: all three with no work, and only the first with work */
+VISIBLE const CODE_INFO(3) aot_code_info_zero_work = {
+    INFO_HEAD(aot_model_entry, 3, 0, 0),
+    {KERNEL(aot_kernel_0, 0), KERNEL(aot_kernel_1, 0), KERNEL(aot_kernel_2, 0)}};
+
+VISIBLE const CODE_INFO(3) aot_code_info_zero_tail = {
+    INFO_HEAD(aot_model_entry, 3, 0, 0),
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, 0), KERNEL(aot_kernel_2, 0)}};
+
+/* tests/test_runtime_c.py's inputs the kernels ignore: x, then e bool [0,3], b bfloat16 [2],
+ * i int64 [] */
+VISIBLE const struct {
+  char magic[8];
+  uint64_t version, arena_bytes, arena_alignment, weights_bytes, weights_alignment;
+  uint64_t inputs, outputs, kernels, checks;
+  const void* entry;
+  const void* checks_fn;
+  uint64_t sizes[6]; /* x, e, b, i; y, s */
+  kernel_info_t k[3];
+} aot_code_info_extra_inputs = {
+    {'A', 'O', 'T', 'C', 'I', 'N', 'F', 'O'}, 1, N * 4, 64, C * 4, 64, 4, 2, 3, 0,
+    (const void*)aot_model_entry, 0, {N * 4, 0, 4, 8, N * 4, 4},
+    {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_2, 1)}};

@@ -3,7 +3,8 @@
     target = CpuTarget.host()
     code = emit_cpu(plan, target)
     code.shared_object   # bytes: exports aot_model_entry and aot_kernel_<i> (and aot_model_checks
-                         # when the plan has run-time checks)
+                         # when the plan has run-time checks), and aot_code_info, what the code
+                         # was built for (code_info.py), which the runtime compares with the manifest
     code.kernels         # [(symbol, work items)] in plan order
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from aot.codegen.cpu import scatter, sort  # noqa: F401  (register their kernel body emitters)
+from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu import conv, gemm  # noqa: F401  (register the packed dot/conv body emitters)
 from aot.codegen.cpu import conv1x1  # noqa: F401  (registers the pointwise conv body emitter, before depthwise's)
@@ -47,9 +49,9 @@ def build_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, lis
     for i, kernel in enumerate(plan.kernels):
         fn = emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}")
         functions.append((fn, kernel_work_items(kernel, target)))
-    emit_entry(module, functions)
-    if plan.checks:
-        emit_checks(module, plan)
+    entry = emit_entry(module, functions)
+    checks = emit_checks(module, plan) if plan.checks else None
+    emit_code_info(module, plan, entry, checks, functions)
     return module, [(fn.name, items) for fn, items in functions]
 
 
