@@ -147,6 +147,10 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: 
         "values": [{"name": name, "kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
                    for name, s in sorted(plan.slices.items())],
     }
+    if code.target.arch == "x86_64":
+        # the extensions the code may use: the runtime refuses the artifact on a machine that
+        # lacks one (naming it) instead of dying of SIGILL in the first run
+        manifest["cpu"][0]["x86_features"] = list(code.target.x86_features)
     if plan.checks:  # a model without checks keeps format 1 and the same bytes as before checks existed
         from aot.codegen.cpu.kernel import CHECKS_SYMBOL
 

@@ -125,6 +125,22 @@ class CpuTarget:
             return "avx512"
         return "avx2" if self.vector_lanes == 8 else "narrow"
 
+    @property
+    def x86_features(self) -> tuple[str, ...]:
+        """The X86_CHECKED_FEATURES code for this target may use, in that order (the manifest's
+        cpu[].x86_features, which the runtime checks before it loads the code): the CPU's own
+        as LLVM defines them, then the feature string's +NAME and -NAME in order, with what
+        each implies. () off x86; a CPU name missing from the table counts only its +NAMEs."""
+        if self.arch != "x86_64":
+            return ()
+        have = _x86_closure(_X86_CPU_FEATURES.get(self.cpu, ()))
+        for item in self.features.split(","):
+            if item.startswith("+"):
+                have |= _x86_closure((item[1:],))
+            elif item.startswith("-"):  # and everything that needs it: -avx2 takes AVX-512 too
+                have = {f for f in have if item[1:] not in _x86_closure((f,))}
+        return tuple(f for f in X86_CHECKED_FEATURES if f in have)
+
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
@@ -136,6 +152,104 @@ class CpuTarget:
 
     def __str__(self) -> str:
         return f"{self.triple}:{self.cpu}" + (f":{self.features}" if self.features else "")
+
+
+# -- the x86 features the runtime checks (CpuTarget.x86_features) ----------------
+
+# The x86 instruction set extensions generated code may use: the runtime looks each up with
+# CPUID (and XGETBV, for the register state the OS must save) before it loads the code, so
+# an artifact built for an AVX-512 machine is refused on an AVX2 one instead of dying with
+# SIGILL (runtime_c/src/cpu_features.c knows the same names, LLVM's). Only extensions LLVM
+# selects for plain IR: those reached through intrinsics alone (aes, sha, amx, ...) never
+# appear in this compiler's code, and listing them would refuse machines that run it.
+X86_CHECKED_FEATURES = (
+    "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "lzcnt", "bmi", "bmi2", "movbe",
+    "avx", "avx2", "fma", "f16c", "fma4", "xop", "tbm",
+    "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512vbmi2",
+    "avx512vnni", "avx512bitalg", "avx512vpopcntdq", "avx512bf16", "avx512fp16",
+    "avxvnni", "avxifma", "avxvnniint8", "avxvnniint16", "avxneconvert", "gfni",
+    "avx10.1", "avx10.2", "egpr", "push2pop2", "ppx", "ndd", "ccmp", "nf", "cf", "zu",
+)
+
+# what a feature implies, as far as it reaches X86_CHECKED_FEATURES (LLVM's X86.td)
+_X86_IMPLIES: dict[str, tuple[str, ...]] = {
+    "ssse3": ("sse3",), "sse4.1": ("ssse3",), "sse4.2": ("sse4.1",), "avx": ("sse4.2",),
+    "avx2": ("avx",), "fma": ("avx",), "f16c": ("avx",), "fma4": ("avx",), "xop": ("fma4",),
+    "vaes": ("avx",), "vpclmulqdq": ("avx",),
+    "avx512f": ("avx2", "fma", "f16c"),
+    **{f: ("avx512f",) for f in ("avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vnni",
+                                 "avx512vpopcntdq", "avx512vp2intersect")},
+    **{f: ("avx512bw",) for f in ("avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512bf16")},
+    "avx512fp16": ("avx512bw", "avx512dq", "avx512vl"),
+    **{f: ("avx2",) for f in ("avxvnni", "avxifma", "avxvnniint8", "avxvnniint16", "avxneconvert")},
+    "avx10.1": ("avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512vbmi2",
+                "avx512vnni", "avx512bitalg", "avx512vpopcntdq", "avx512bf16", "avx512fp16"),
+    "avx10.2": ("avx10.1",),
+}
+
+
+def _x86_closure(features: tuple[str, ...] | list[str]) -> set[str]:
+    """`features` and all they imply, kept to X86_CHECKED_FEATURES."""
+    seen: set[str] = set()
+    todo = list(features)
+    while todo:
+        f = todo.pop()
+        if f not in seen:
+            seen.add(f)
+            todo.extend(_X86_IMPLIES.get(f, ()))
+    return seen & set(X86_CHECKED_FEATURES)
+
+
+# Each x86 CPU's checked features, from LLVM's processor definitions (X86.td; implied
+# features follow from _X86_IMPLIES). tests/test_cpu_features.py compares the host's row
+# with LLVM's own view of the host.
+_V2 = ("sse4.2", "popcnt")
+_V3 = (*_V2, "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe")
+_V4 = (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+_ICL = (*_V4, "avx512vbmi", "avx512ifma", "avx512bitalg", "avx512vbmi2", "avx512vnni", "avx512vpopcntdq", "gfni")
+_SPR = (*_ICL, "avx512bf16", "avx512fp16", "avxvnni")
+_ADL = (*_V3, "gfni", "avxvnni")
+_SRF = (*_ADL, "avxifma", "avxneconvert", "avxvnniint8")
+_BDVER2 = ("xop", "lzcnt", "popcnt", "f16c", "bmi", "tbm", "fma")
+_APX = ("egpr", "push2pop2", "ppx", "ndd", "ccmp", "nf", "cf", "zu")
+_X86_CPU_ROWS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("x86-64", "generic", "k8", "opteron", "athlon64", "athlon-fx"), ()),
+    (("nocona", "k8-sse3", "opteron-sse3", "athlon64-sse3"), ("sse3",)),
+    (("core2", "core_2_duo_ssse3"), ("ssse3",)),
+    (("penryn", "core_2_duo_sse4_1"), ("sse4.1",)),
+    (("x86-64-v2", "nehalem", "corei7", "core_i7_sse4_2", "westmere", "core_aes_pclmulqdq"), _V2),
+    (("sandybridge", "corei7-avx", "core_2nd_gen_avx"), (*_V2, "avx")),
+    (("ivybridge", "core-avx-i", "core_3rd_gen_avx"), (*_V2, "avx", "f16c")),
+    (("x86-64-v3", "haswell", "core-avx2", "core_4th_gen_avx", "core_4th_gen_avx_tsx", "broadwell",
+      "core_5th_gen_avx", "core_5th_gen_avx_tsx", "skylake", "znver1", "znver2", "znver3"), _V3),
+    (("x86-64-v4", "skylake-avx512", "skx", "skylake_avx512"), _V4),
+    (("cascadelake",), (*_V4, "avx512vnni")),
+    (("cooperlake",), (*_V4, "avx512vnni", "avx512bf16")),
+    (("cannonlake",), (*_V4, "avx512vbmi", "avx512ifma")),
+    (("icelake-client", "icelake_client", "rocketlake", "icelake-server", "icelake_server", "tigerlake"), _ICL),
+    (("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "graniterapids_d"), _SPR),
+    # LLVM's definition was not at hand for diamondrapids: Granite Rapids' plus what Intel
+    # lists (AVX10.2, APX, the AVX-VNNI-INT and IFMA extensions)
+    (("diamondrapids",), (*_SPR, "avxifma", "avxneconvert", "avxvnniint8", "avxvnniint16", "avx10.2", *_APX)),
+    (("bonnell", "atom"), ("ssse3", "movbe")),
+    (("silvermont", "slm", "atom_sse4_2", "atom_sse4_2_movbe", "goldmont", "goldmont-plus", "goldmont_plus"),
+     (*_V2, "movbe")),
+    (("tremont",), (*_V2, "movbe", "gfni")),
+    (("alderlake", "raptorlake", "meteorlake", "gracemont"), _ADL),
+    (("sierraforest", "grandridge", "arrowlake"), _SRF),
+    (("arrowlake-s", "arrowlake_s", "lunarlake", "pantherlake", "clearwaterforest"), (*_SRF, "avxvnniint16")),
+    (("knl", "mic_avx512"), (*_V3, "avx512f", "avx512cd")),
+    (("knm",), (*_V3, "avx512f", "avx512cd", "avx512vpopcntdq")),
+    (("amdfam10", "barcelona"), ("sse3", "lzcnt", "popcnt")),
+    (("btver1",), ("ssse3", "lzcnt", "popcnt")),
+    (("btver2",), ("ssse3", "lzcnt", "popcnt", "avx", "bmi", "f16c", "movbe")),
+    (("bdver1",), ("xop", "lzcnt", "popcnt")),
+    (("bdver2", "bdver3"), _BDVER2),
+    (("bdver4",), (*_BDVER2, "avx2", "bmi2", "movbe")),
+    (("znver4",), (*_ICL, "avx512bf16")),
+    (("znver5",), (*_ICL, "avx512bf16", "avxvnni")),
+)
+_X86_CPU_FEATURES: dict[str, tuple[str, ...]] = {name: row for names, row in _X86_CPU_ROWS for name in names}
 
 
 # one CPU per x86 code generation path (CpuTarget.code_path)
