@@ -29,7 +29,11 @@ uint8_t* tw_pack(const char* manifest_json, const tw_section_t* sections, size_t
   size_t off = align64(64 + 64 * total);
   size_t end = off;
   for (size_t i = 0; i < total; i++) {
-    if (all[i].zstd) {
+    if (all[i].zstd == 2) {
+      stored[i] = malloc(all[i].size + 1);
+      memcpy(stored[i], all[i].data, all[i].size);
+      stored_size[i] = all[i].size;
+    } else if (all[i].zstd) {
       size_t cap = ZSTD_compressBound(all[i].size);
       stored[i] = malloc(cap);
       stored_size[i] = ZSTD_compress(stored[i], cap, all[i].data, all[i].size, 3);
@@ -54,7 +58,7 @@ uint8_t* tw_pack(const char* manifest_json, const tw_section_t* sections, size_t
     wr32(e + 24, all[i].zstd ? 1 : 0);
     wr64(e + 32, off);
     wr64(e + 40, stored_size[i]);
-    wr64(e + 48, all[i].size);
+    wr64(e + 48, all[i].zstd == 2 ? ZSTD_getFrameContentSize(all[i].data, all[i].size) : all[i].size);
     wr32(e + 56, aot__crc32(0, stored[i], stored_size[i]));
     memcpy(buf + off, stored[i], stored_size[i]);
     off = align64(off + stored_size[i]);
@@ -66,6 +70,42 @@ uint8_t* tw_pack(const char* manifest_json, const tw_section_t* sections, size_t
   free(stored_size);
   *out_size = end;
   return buf;
+}
+
+uint8_t* tw_zstd_zeros(uint64_t n, size_t* out_size) {
+  static const uint8_t zeros[1 << 16];
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  size_t cap = (size_t)(n / 1024) + (1 << 16); /* zero blocks compress to a few bytes each */
+  uint8_t* out = malloc(cap);
+  if (!c || !out || ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1)) ||
+      ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c, n))) {
+    ZSTD_freeCCtx(c);
+    free(out);
+    return NULL;
+  }
+  ZSTD_outBuffer o = {out, cap, 0};
+  for (uint64_t done = 0; done < n;) {
+    size_t chunk = n - done < sizeof zeros ? (size_t)(n - done) : sizeof zeros;
+    ZSTD_inBuffer in = {zeros, chunk, 0};
+    while (in.pos < in.size)
+      if (ZSTD_isError(ZSTD_compressStream2(c, &o, &in, ZSTD_e_continue)) || o.pos == o.size) {
+        ZSTD_freeCCtx(c);
+        free(out);
+        return NULL;
+      }
+    done += chunk;
+  }
+  ZSTD_inBuffer none = {NULL, 0, 0};
+  size_t left;
+  while ((left = ZSTD_compressStream2(c, &o, &none, ZSTD_e_end)) != 0)
+    if (ZSTD_isError(left) || o.pos == o.size) {
+      ZSTD_freeCCtx(c);
+      free(out);
+      return NULL;
+    }
+  ZSTD_freeCCtx(c);
+  *out_size = o.pos;
+  return out;
 }
 
 uint8_t* tw_read_file(const char* path, size_t* out_size) {

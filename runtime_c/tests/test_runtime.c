@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -830,6 +832,333 @@ static void test_cpu_features(void) {
   }
 }
 
+/* ---- issue 11, items 3-5: what a manifest may make the runtime do ---- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The process's peak resident memory so far, in MiB. */
+static long peak_mib(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+/* The test model's manifest with some of its parts replaced (NULL: the part as built). */
+typedef struct {
+  int version;
+  const char* inputs;   /* JSON arrays */
+  const char* outputs;
+  const char* arena;    /* members with their leading ", "; "" leaves the member out */
+  const char* weights;
+  const char* cpu_extra;
+  const char* kernels;
+  const char* extra;
+} parts_t;
+
+#define P_INPUTS "[{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}]"
+#define P_OUTPUTS                                                                        \
+  "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]}, {\"name\": \"s\", \"dtype\": " \
+  "\"float32\", \"shape\": []}]"
+#define P_ARENA ", \"arena\": {\"bytes\": 592, \"alignment\": 64}"
+#define P_WEIGHTS ", \"weights\": {\"section\": \"weights\", \"bytes\": 148, \"alignment\": 64}"
+#define P_K0 "{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": 148}"
+#define P_K1 "{\"name\": \"k1\", \"symbol\": \"aot_kernel_1\", \"work\": 148}"
+#define P_K2 "{\"name\": \"k2\", \"symbol\": \"aot_kernel_2\", \"work\": 1}"
+#define P_KERNELS ", \"kernels\": [" P_K0 ", " P_K1 ", " P_K2 "]"
+
+/* The artifact of p, with `weights` (weights_size bytes) as its weights section. */
+static uint8_t* build_parts(const parts_t* p, const void* weights, size_t weights_size,
+                            size_t* out_size) {
+  char manifest[4096];
+  snprintf(manifest, sizeof manifest,
+           "{\"format_version\": %d, \"inputs\": %s, \"outputs\": %s%s%s,\n"
+           " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"%s}]%s%s}\n",
+           p->version ? p->version : 1, p->inputs ? p->inputs : P_INPUTS,
+           p->outputs ? p->outputs : P_OUTPUTS, p->arena ? p->arena : P_ARENA,
+           p->weights ? p->weights : P_WEIGHTS, ARCH, ARCH, p->cpu_extra ? p->cpu_extra : "",
+           p->kernels ? p->kernels : P_KERNELS, p->extra ? p->extra : "");
+  tw_section_t secs[2] = {{"weights", weights, weights_size, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
+  return tw_pack(manifest, secs, 2, out_size);
+}
+
+/* Manifest edits, CRCs valid, that once opened and then crashed or overran a buffer (empty
+ * inputs: a NULL input pointer; weights null: a 1-byte buffer read as 148; a kernel's work
+ * 2^61 - 1 on 4 threads; arena 0), and every other field the code relies on: each one is
+ * refused at open with the field and both values, or as missing. */
+static void test_manifest_against_code(void) {
+  static const struct {
+    parts_t p;
+    aot_status_t code;
+    const char* needle;
+  } cases[] = {
+      {{.inputs = "[]"}, AOT_ERR_FORMAT, "manifest: the input count is 0, the code was built for 1"},
+      {{.outputs = "[]"}, AOT_ERR_FORMAT, "manifest: \"outputs\" is empty"},
+      {{.outputs = "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]}]"}, AOT_ERR_FORMAT,
+       "the output count is 1, the code was built for 2"},
+      {{.inputs = "[{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 36]}]"}, AOT_ERR_FORMAT,
+       "manifest: inputs[0] ('x') is 576 bytes, the code was built for 592"},
+      {{.inputs = "[{\"name\": \"x\", \"dtype\": \"float64\", \"shape\": [4, 37]}]"}, AOT_ERR_FORMAT,
+       "inputs[0] ('x') is 1184 bytes, the code was built for 592"},
+      {{.outputs = "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]}, {\"name\": \"s\", "
+                   "\"dtype\": \"float32\", \"shape\": [2]}]"},
+       AOT_ERR_FORMAT, "outputs[1] ('s') is 8 bytes, the code was built for 4"},
+      {{.arena = ""}, AOT_ERR_FORMAT, "manifest: \"arena\" must be an object"},
+      {{.arena = ", \"arena\": null"}, AOT_ERR_FORMAT, "manifest: \"arena\" must be an object"},
+      {{.arena = ", \"arena\": {\"alignment\": 64}"}, AOT_ERR_FORMAT, "arena: missing \"bytes\""},
+      {{.arena = ", \"arena\": {\"bytes\": 0}"}, AOT_ERR_FORMAT,
+       "manifest: arena.bytes is 0, the code was built for 592"},
+      {{.arena = ", \"arena\": {\"bytes\": 591}"}, AOT_ERR_FORMAT, "arena.bytes is 591, the code"},
+      {{.arena = ", \"arena\": {\"bytes\": 593}"}, AOT_ERR_FORMAT, "arena.bytes is 593, the code"},
+      {{.arena = ", \"arena\": {\"bytes\": 592, \"alignment\": 128}"}, AOT_ERR_FORMAT,
+       "arena.alignment (at least 64) is 128, the code was built for 64"},
+      {{.weights = ", \"weights\": null"}, AOT_ERR_FORMAT, "manifest: \"weights\" must be an object"},
+      {{.weights = ""}, AOT_ERR_FORMAT, "manifest: \"weights\" must be an object"},
+      {{.weights = ", \"weights\": {\"section\": \"weights\", \"bytes\": 148, \"alignment\": 256}"},
+       AOT_ERR_FORMAT, "weights.alignment (at least 64) is 256, the code was built for 64"},
+      {{.kernels = ""}, AOT_ERR_FORMAT, "manifest: \"kernels\" must be an array"},
+      {{.kernels = ", \"kernels\": null"}, AOT_ERR_FORMAT, "manifest: \"kernels\" must be an array"},
+      {{.kernels = ", \"kernels\": []"}, AOT_ERR_FORMAT, "the kernel count is 0, the code was built for 3"},
+      {{.kernels = ", \"kernels\": [" P_K0 ", " P_K1 "]"}, AOT_ERR_FORMAT,
+       "the kernel count is 2, the code was built for 3"},
+      {{.kernels = ", \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": "
+                   "2305843009213693952}, " P_K1 ", " P_K2 "]"},
+       AOT_ERR_FORMAT, "kernels[0]: \"work\" must be an integer in [0, 2305843009213693951]"},
+      {{.kernels = ", \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_0\", \"work\": "
+                   "2305843009213693951}, " P_K1 ", " P_K2 "]"},
+       AOT_ERR_FORMAT, "kernels[0] ('k0'): work is 2305843009213693951, the code was built for 148"},
+      {{.kernels = ", \"kernels\": [" P_K0 ", {\"name\": \"k1\", \"symbol\": \"aot_kernel_1\", \"work\": "
+                   "149}, " P_K2 "]"},
+       AOT_ERR_FORMAT, "kernels[1] ('k1'): work is 149, the code was built for 148"},
+      {{.kernels = ", \"kernels\": [" P_K0 ", " P_K1 ", {\"name\": \"k2\", \"symbol\": \"aot_kernel_2\", "
+                   "\"work\": 0}]"},
+       AOT_ERR_FORMAT, "kernels[2] ('k2'): work is 0, the code was built for 1"},
+      {{.kernels = ", \"kernels\": [{\"name\": \"k0\", \"symbol\": \"aot_kernel_1\", \"work\": 148}, "
+                   "{\"name\": \"k1\", \"symbol\": \"aot_kernel_0\", \"work\": 148}, " P_K2 "]"},
+       AOT_ERR_FORMAT, "kernels[0] ('k0'): its symbol is not the code's kernel 0"},
+      {{.kernels = ", \"kernels\": [" P_K0 ", " P_K1 ", {\"name\": \"k2\", \"symbol\": "
+                   "\"aot_model_entry\", \"work\": 1}]"},
+       AOT_ERR_FORMAT, "kernels[2] ('k2'): its symbol is not the code's kernel 2"},
+      {{.cpu_extra = ", \"entry\": \"aot_kernel_0\""}, AOT_ERR_FORMAT,
+       "manifest: cpu entry 'aot_kernel_0' is not the code's entry function"},
+      {{.cpu_extra = ", \"entry\": \"aot_code_info\""}, AOT_ERR_FORMAT,
+       "cpu entry 'aot_code_info' is not the code's entry function"},
+      {{.cpu_extra = ", \"code_info\": \"aot_code_info_nope\""}, AOT_ERR_UNSUPPORTED,
+       "code: no 'aot_code_info_nope' table of what it was built for"},
+      {{.cpu_extra = ", \"code_info\": \"aot_kernel_0\""}, AOT_ERR_FORMAT,
+       "code: 'aot_kernel_0' is not a code description"},
+      {{.cpu_extra = ", \"code_info\": \"aot_code_info_inc\""}, AOT_ERR_FORMAT,
+       "the kernel count is 3, the code was built for 5"},
+      /* checks the code has not, and the code's checks left out */
+      {{.version = 2, .extra = CHECK_MESSAGES}, AOT_ERR_FORMAT,
+       "the check count is 2, the code was built for 0"},
+      {{.cpu_extra = ", \"code_info\": \"aot_code_info_checked\""}, AOT_ERR_FORMAT,
+       "the check count is 0, the code was built for 2"},
+      {{.version = 2, .cpu_extra = ", \"checks\": \"aot_model_checks_broken\", \"code_info\": "
+                                   "\"aot_code_info_checked\"", .extra = CHECK_MESSAGES},
+       AOT_ERR_FORMAT, "the cpu entry's checks function is not the code's"},
+  };
+  size_t size;
+  parts_t plain = {0};
+  uint8_t* built = build_parts(&plain, g_w, sizeof g_w, &size);
+  aot_model_t* m = open_built(built, size); /* the model as built opens */
+  aot_model_close(m);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t* art = build_parts(&cases[i].p, g_w, sizeof g_w, &size);
+    expect_open_error(art, size, cases[i].code, cases[i].needle, cases[i].needle);
+    free(art);
+  }
+  /* weights that agree with their section but not with the code */
+  parts_t fewer = {.weights = ", \"weights\": {\"section\": \"weights\", \"bytes\": 144}"};
+  uint8_t* art = build_parts(&fewer, g_w, 144, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "weights.bytes is 144, the code was built for 148",
+                    "fewer weights");
+  free(art);
+}
+
+/* Decompression bombs and the caller's memory limit: each section's raw size is bounded
+ * before anything is allocated for it, so a tiny file cannot take gigabytes or seconds. */
+static void test_memory_bounds(const char* dir) {
+  size_t size, frame_size;
+  /* 1.5 GB of weights in a ~40 KB frame, the size the manifest claims, not the code */
+  uint64_t bomb = UINT64_C(1500000000);
+  uint8_t* frame = tw_zstd_zeros(bomb, &frame_size);
+  CHECK(frame != NULL, "zstd bomb");
+  if (!frame) return;
+  char manifest[2048];
+  snprintf(manifest, sizeof manifest,
+           "{\"format_version\": 1, \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA
+           ", \"weights\": {\"section\": \"weights\", \"bytes\": %llu},\n"
+           " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
+           (unsigned long long)bomb, ARCH, ARCH);
+  tw_section_t secs[2] = {{"weights", frame, frame_size, 2}, {"cpu." ARCH, g_code, g_code_size, 1}};
+  uint8_t* art = tw_pack(manifest, secs, 2, &size);
+  long before = peak_mib();
+  double t0 = now_s();
+  expect_open_error(art, size, AOT_ERR_FORMAT, "weights.bytes is 1500000000, the code was built for 148",
+                    "weights bomb");
+  CHECK(peak_mib() - before < 64 && now_s() - t0 < 1.0,
+        "weights bomb (%zu-byte artifact): peak memory +%ld MiB, %.2f s", size, peak_mib() - before,
+        now_s() - t0);
+  free(art);
+  free(frame);
+
+  /* a code section over its bound: refused before it is decoded */
+  frame = tw_zstd_zeros((UINT64_C(256) << 20) + 1, &frame_size);
+  CHECK(frame != NULL, "zstd code bomb");
+  if (frame) {
+    snprintf(manifest, sizeof manifest,
+             "{\"format_version\": 1, \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
+             ", \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
+             ARCH, ARCH);
+    tw_section_t code_bomb[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, frame, frame_size, 2}};
+    art = tw_pack(manifest, code_bomb, 2, &size);
+    before = peak_mib();
+    expect_open_error(art, size, AOT_ERR_FORMAT,
+                      "section 'cpu." ARCH "': raw size 268435457 is over the 268435456 bytes a code "
+                      "section may have", "code bomb");
+    CHECK(peak_mib() - before < 64, "code bomb: peak memory +%ld MiB", peak_mib() - before);
+    free(art);
+    free(frame);
+  }
+
+  /* a manifest over 16 MiB: refused before it is decoded */
+  size_t big = (16u << 20) + 1;
+  char* text = malloc(big + 1);
+  memset(text, ' ', big);
+  memcpy(text, "{\"format_version\": 1}", 21);
+  text[big] = 0;
+  art = tw_pack(text, NULL, 0, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT,
+                    "section 'manifest': raw size 16777217 is over the 16777216 bytes a manifest may have",
+                    "big manifest");
+  free(art);
+  /* 12 MiB of "0," is 6 million JSON values, 600 MB as a tree: stopped at 128 MiB */
+  size_t n = 0;
+  n += (size_t)sprintf(text, "{\"format_version\": 1, \"pad\": [0");
+  while (n < (12u << 20)) {
+    memcpy(text + n, ",0", 2);
+    n += 2;
+  }
+  memcpy(text + n, "]}", 3);
+  art = tw_pack(text, NULL, 0, &size);
+  before = peak_mib();
+  double t1 = now_s();
+  expect_open_error(art, size, AOT_ERR_NO_MEMORY, "section 'manifest': JSON parse tree would exceed 134217728 bytes",
+                    "manifest tree bomb");
+  CHECK(peak_mib() - before < 512 && now_s() - t1 < 5.0, "tree bomb: peak memory +%ld MiB, %.2f s",
+        peak_mib() - before, now_s() - t1);
+  /* the same under a caller's limit of 64 MiB */
+  aot_model_options_t limit = {sizeof limit, 0, 64u << 20};
+  aot_model_t* m = NULL;
+  aot_error_t err;
+  aot_status_t st = aot_model_open_memory_with_options(art, size, &limit, &m, &err);
+  CHECK(st == AOT_ERR_NO_MEMORY && !m &&
+            strstr(err.message, "section 'manifest' (over max_memory_bytes 67108864): JSON parse tree"),
+        "%d '%s'", st, err.message);
+  free(art);
+  free(text);
+
+  /* the caller's limit: every step of an open is counted before it is taken */
+  art = build(ARCH, "aot_kernel_1", 1, &size);
+  aot_model_options_t opt = {sizeof opt, 0, 0};
+  int seen_manifest = 0, seen_code = 0, opened = 0;
+  for (uint64_t lim = 1; lim < (1u << 20) && !opened; lim += lim < 4096 ? 255 : 1024) {
+    opt.max_memory_bytes = lim;
+    m = NULL;
+    st = aot_model_open_memory_with_options(art, size, &opt, &m, &err);
+    if (st == AOT_OK) {
+      opened = 1;
+      break;
+    }
+    CHECK(st == AOT_ERR_NO_MEMORY && !m && strstr(err.message, "max_memory_bytes"), "limit %llu: %d '%s'",
+          (unsigned long long)lim, st, err.message);
+    seen_manifest |= strstr(err.message, "section 'manifest'") != NULL;
+    seen_code |= strstr(err.message, "section 'cpu." ARCH "'") != NULL;
+  }
+  CHECK(opened && seen_manifest && seen_code, "limits: opened %d, manifest %d, code %d", opened,
+        seen_manifest, seen_code);
+  aot_context_t* ctx = NULL;
+  if (m && aot_context_create(m, NULL, &ctx, &err) == AOT_OK) {
+    float x[N], y[N], s;
+    fill_input(x, 4);
+    CHECK(run_once(ctx, x, y, &s, &err) == AOT_OK && check_result(x, y, s), "run under a limit");
+    aot_context_destroy(ctx);
+  }
+  aot_model_close(m);
+  opt.max_memory_bytes = UINT64_C(1) << 40;
+  m = NULL;
+  CHECK(aot_model_open_memory_with_options(art, size, &opt, &m, &err) == AOT_OK, "%s", err.message);
+  aot_model_close(m);
+  CHECK(aot_model_open_memory_with_options(art, size, NULL, &m, &err) == AOT_OK, "NULL options");
+  aot_model_close(m);
+  /* a caller's struct from before max_memory_bytes existed: no limit */
+  aot_model_options_t old = {8, 0, 1};
+  CHECK(aot_model_open_memory_with_options(art, size, &old, &m, &err) == AOT_OK, "%s", err.message);
+  aot_model_close(m);
+  aot_model_options_t small = {4, 0, 0};
+  m = NULL;
+  CHECK(aot_model_open_memory_with_options(art, size, &small, &m, &err) == AOT_ERR_INVALID_ARGUMENT &&
+            !m && strstr(err.message, "struct_size 4 is too small"),
+        "%s", err.message);
+  aot_model_options_t reserved = {sizeof reserved, 1, 0};
+  CHECK(aot_model_open_memory_with_options(art, size, &reserved, &m, &err) == AOT_ERR_INVALID_ARGUMENT,
+        "%s", err.message);
+  /* open_file counts the file's bytes too */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/test_runtime_limit.aot", dir);
+  CHECK(tw_write_file(path, art, size) == 0, "write %s", path);
+  opt.max_memory_bytes = size - 1;
+  st = aot_model_open_file_with_options(path, &opt, &m, &err);
+  CHECK(st == AOT_ERR_NO_MEMORY && strstr(err.message, "the file's bytes") && strstr(err.message, path),
+        "%d '%s'", st, err.message);
+  opt.max_memory_bytes = 1u << 20;
+  CHECK(aot_model_open_file_with_options(path, &opt, &m, &err) == AOT_OK, "%s", err.message);
+  aot_model_close(m);
+  free(art);
+}
+
+/* 40,000 inputs (a 2 MB manifest) are read in well under a second: their names are checked
+ * for duplicates by sorting (comparing every pair took 14 s). */
+static void test_many_inputs(void) {
+  enum { COUNT = 40000 };
+  size_t cap = (size_t)COUNT * 64 + 4096;
+  char* inputs = malloc(cap);
+  for (int dup = 0; dup < 2; dup++) {
+    size_t n = 0;
+    inputs[n++] = '[';
+    for (int i = 0; i < COUNT; i++)
+      n += (size_t)snprintf(inputs + n, cap - n, "%s{\"name\": \"in%05d\", \"dtype\": \"float32\", \"shape\": [1]}",
+                            i ? ", " : "", dup && i == COUNT - 1 ? 5 : i);
+    inputs[n++] = ']';
+    inputs[n] = 0;
+    /* build_parts' buffer is too small for these: the manifest by hand */
+    char* manifest = malloc(n + 2048);
+    snprintf(manifest, n + 2048,
+             "{\"format_version\": 1, \"inputs\": %s, \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
+             ", \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
+             inputs, ARCH, ARCH);
+    tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
+    size_t size;
+    uint8_t* art = tw_pack(manifest, secs, 2, &size);
+    double t0 = now_s();
+    if (dup)
+      expect_open_error(art, size, AOT_ERR_FORMAT, "manifest: inputs[39999]: duplicate name 'in00005'",
+                        "40,000 inputs, one repeated");
+    else
+      expect_open_error(art, size, AOT_ERR_FORMAT, "the input count is 40000, the code was built for 1",
+                        "40,000 inputs");
+    double took = now_s() - t0;
+    CHECK(took < 1.0, "40,000 inputs (duplicate: %d): %.2f s", dup, took);
+    free(art);
+    free(manifest);
+  }
+  free(inputs);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s TESTMODEL_SO BUILD_DIR\n", argv[0]);
@@ -846,6 +1175,7 @@ int main(int argc, char** argv) {
   CHECK(strcmp(aot_status_string(AOT_ERR_CHECKSUM), "checksum mismatch") == 0, "status string");
   CHECK(aot_dtype_size(AOT_DTYPE_BOOL) == 1 && aot_dtype_size(AOT_DTYPE_BFLOAT16) == 2, "sizes");
 
+  test_memory_bounds(argv[2]); /* first: it measures the peak memory an open adds */
   size_t size;
   uint8_t* art = build(ARCH, "aot_kernel_1", 1, &size);
   test_basic(art, size);
@@ -867,6 +1197,8 @@ int main(int argc, char** argv) {
   test_bogus_rank_report(art, size);
   test_use_after_destroy(art, size);
   free(art);
+  test_manifest_against_code();
+  test_many_inputs();
   free(g_code);
   printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
