@@ -643,8 +643,9 @@ def test_symbolic_dim_without_shape_names_input_dim_and_flag_2d():
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
-    with pytest.raises(UnsupportedError, match=r"input 'x' dim 0 \('batch'\) is dynamic; fix it with --shape x=1x3"):
+    with pytest.raises(UnsupportedError, match=r"input 'x' dim 0 \('batch'\) is dynamic; fix it with shapes=\{'x': \(1, 3\)\}") as info:
         import_onnx(model)
+    assert info.value.cli_message.endswith("fix it with --shape x=1x3")  # the CLI's spelling of the same fix
 
 
 def test_dynamic_axes_shape_subgraph_folds_once_shape_is_given():
@@ -764,7 +765,8 @@ def test_symbolic_dim_without_shape_names_input_dim_and_flag():
         import_onnx(_symbolic_model())
     message = str(info.value)
     assert "input 'x' dim 0 ('batch') is dynamic" in message
-    assert "--shape x=1x3x224x224" in message
+    assert "shapes={'x': (1, 3, 224, 224)}" in message
+    assert "--shape x=1x3x224x224" in info.value.cli_message
 
 
 def test_shapes_fix_symbolic_dims():
@@ -805,7 +807,8 @@ def test_exporter_dynamic_dims_are_fixed_by_shapes(dynamic):
 def test_exporter_dynamic_dims_without_shape_say_which_and_how():
     with pytest.raises(UnsupportedError) as info:
         import_onnx(_relu_model([-1, 3, None, 5]))
-    assert str(info.value) == "input 'x' dims 0 (dim_value -1), 2 (no size) are dynamic; fix them with --shape x=1x3x1x5"
+    assert str(info.value) == "input 'x' dims 0 (dim_value -1), 2 (no size) are dynamic; fix them with shapes={'x': (1, 3, 1, 5)}"
+    assert info.value.cli_message == "input 'x' dims 0 (dim_value -1), 2 (no size) are dynamic; fix them with --shape x=1x3x1x5"
 
 
 def test_every_dynamic_input_is_listed_in_one_error_with_shell_ready_flags():
@@ -814,8 +817,9 @@ def test_every_dynamic_input_is_listed_in_one_error_with_shell_ready_flags():
                        [vinfo("y", TensorProto.FLOAT, None)])
     with pytest.raises(UnsupportedError) as info:
         import_onnx(model)
-    assert str(info.value) == ("input 'in put' dim 0 ('N') is dynamic; input 'b' dim 0 (dim_value -1) is dynamic; "
-                               "fix them with --shape 'in put=1x3' --shape b=1x3")
+    what = "input 'in put' dim 0 ('N') is dynamic; input 'b' dim 0 (dim_value -1) is dynamic"
+    assert str(info.value) == f"{what}; fix them with shapes={{'in put': (1, 3), 'b': (1, 3)}}"
+    assert info.value.cli_message == f"{what}; fix them with --shape 'in put=1x3' --shape b=1x3"
 
 
 def test_zero_dim_value_is_an_empty_dim_not_a_dynamic_one():

@@ -1,12 +1,12 @@
 """Read and check an ONNX model; resolve the static shapes of its inputs.
 
 Everything here fails with a message that names the file, the input or the
-dim at fault, and says how to fix it where a flag can (`--shape`).
+dim at fault, and says how to fix it where a shape can (`shapes={'x': (1, 5)}`
+in the API, `--shape x=1x5` on the command line: aot.errors.spelled).
 """
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from aot.errors import ModelError, UnsupportedError
+from aot.errors import ModelError, Spelling, UnsupportedError, spelled
 from aot.ir.types import DType
 
 # ONNX element types aot compiles; every other one is refused by name.
@@ -126,7 +126,7 @@ def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]]
     `dim_value` (older Paddle exports write -1), or gives neither, as
     onnxruntime reads them; `shapes` fixes them. A `dim_value` of 0 is a real
     empty dim. Without `shapes`, one error lists every dynamic dim of every
-    input with the `--shape` flags that fix them.
+    input with the shapes that fix them.
     """
     initializers = {init.name for init in graph.initializer}
     real = [vi for vi in graph.input if vi.name not in initializers]
@@ -135,7 +135,8 @@ def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]]
     unknown = [name for name in shapes if name not in names]
     if unknown:
         listed = ", ".join(f"'{n}'" for n in names) or "none"
-        raise ModelError(f"--shape given for unknown input(s) {', '.join(repr(n) for n in unknown)}; the model's inputs are: {listed}")
+        given = ", ".join(repr(n) for n in unknown)
+        raise spelled(ModelError, lambda s: f"{s.option} names unknown input(s) {given}; the model's inputs are: {listed}")
     specs: list[InputSpec] = []
     dynamic: list[_DynamicInput] = []
     for vi in real:
@@ -146,9 +147,9 @@ def resolve_inputs(graph: onnx.GraphProto, shapes: Mapping[str, tuple[int, ...]]
             dynamic.append(resolved)
     if dynamic:
         what = "; ".join(d.describe() for d in dynamic)
-        flags = " ".join(_shape_flag(d.name, d.example) for d in dynamic)
-        one_dim = sum(len(d.dims) for d in dynamic) == 1
-        raise UnsupportedError(f"{what}; fix {'it' if one_dim else 'them'} with {flags}")
+        fixes = {d.name: d.example for d in dynamic}
+        it = "it" if sum(len(d.dims) for d in dynamic) == 1 else "them"
+        raise spelled(UnsupportedError, lambda s: f"{what}; fix {it} with {s.shapes(fixes)}")
     return specs
 
 
@@ -190,17 +191,18 @@ def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> Inpu
     dtype = to_dtype(ttype.elem_type, f"input '{name}'")
     if not ttype.HasField("shape"):
         if given is None:
-            raise UnsupportedError(f"input '{name}' has no shape in the model; give one with {_shape_flag(name, ('D0', 'D1', '...'))}")
+            unknown_dims = {name: ("D0", "D1", "...")}
+            raise spelled(UnsupportedError, lambda s: f"input '{name}' has no shape in the model; give one with {s.shapes(unknown_dims)}")
         return InputSpec(name, dtype, _check_given(name, given))
     dims = list(ttype.shape.dim)
     if given is not None:
         given = _check_given(name, given)
         if len(given) != len(dims):
-            raise ModelError(f"--shape {name}={_fmt(given)} has rank {len(given)}, but input '{name}' has rank {len(dims)}")
+            raise spelled(ModelError, lambda s: f"{s.shape(name, given)} has rank {len(given)}, but input '{name}' has rank {len(dims)}")
         for i, (dim, size) in enumerate(zip(dims, given)):
             fixed = fixed_dim(dim)
             if fixed is not None and fixed != size:
-                raise ModelError(f"--shape {name}={_fmt(given)} contradicts input '{name}' dim {i}, which is fixed to {fixed}")
+                raise _contradicts(name, given, i, fixed)
         return InputSpec(name, dtype, given)
     sizes = [fixed_dim(dim) for dim in dims]
     if all(size is not None for size in sizes):
@@ -209,20 +211,18 @@ def _resolve_one(vi: onnx.ValueInfoProto, given: tuple[int, ...] | None) -> Inpu
     return _DynamicInput(name, which, tuple(1 if size is None else size for size in sizes))
 
 
-def _shape_flag(name: str, dims: tuple) -> str:
-    """`--shape NAME=DIMS`, quoted for a shell where the name needs it ('in put', 'x;y')."""
-    return f"--shape {shlex.quote(f'{name}={_fmt(dims)}')}"
+def _contradicts(name: str, given: tuple[int, ...], dim: int, fixed: int) -> ModelError:
+    def compose(s: Spelling) -> str:
+        return f"{s.shape(name, given)} contradicts input '{name}' dim {dim}, which is fixed to {fixed}"
+
+    return spelled(ModelError, compose)
 
 
 def _check_given(name: str, given: tuple[int, ...]) -> tuple[int, ...]:
     dims = tuple(int(d) for d in given)
     if any(d < 0 for d in dims):
-        raise ModelError(f"--shape {name}: dims must be non-negative, got {list(given)}")
+        raise spelled(ModelError, lambda s: f"{s.shape(name, given)}: dims must be non-negative")
     return dims
-
-
-def _fmt(shape) -> str:
-    return "x".join(str(d) for d in shape)
 
 
 def tensor_to_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:

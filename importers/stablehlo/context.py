@@ -71,7 +71,7 @@ class Ctx:
         """The declared type of result i, which must be static (shape-changing ops read their shape here)."""
         ttype = self.result_type(i)
         if not ttype.is_static or ttype.shape is None:
-            raise self.unsupported(f"result type {ttype} has dynamic dims that cannot be resolved here; pass --shape for the inputs")
+            raise self.unsupported(f"result type {ttype} has dynamic dims that cannot be resolved here; fix the input shapes (shapes=, or --shape on the command line)")
         return TensorType(self.dtype(ttype.elem), tuple(int(d) for d in ttype.shape))
 
     # -- op emission --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from aot.errors import IRError, ModelError, UnsupportedError
+from aot.errors import IRError, ModelError, UnsupportedError, spelled
 from aot.ir import Graph, Value
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
@@ -224,17 +224,18 @@ def _inputs(module: Module, func: Func, graph: Graph, shapes: dict[str, tuple[in
             raise UnsupportedError(f"{where}: element type {ttype.elem} is not supported")
         if given is None:
             if not ttype.is_static:
-                raise ModelError(f"{where} has dynamic dims; give its shape with --shape {name}=" +
-                                 "x".join("N" if d is None else str(d) for d in ttype.shape))
+                example = {name: tuple("N" if d is None else d for d in ttype.shape)}
+                raise spelled(ModelError, lambda s: f"{where} has dynamic dims; give its shape with {s.shapes(example)}")
             shape = tuple(int(d) for d in ttype.shape)
         else:
             shape = tuple(int(d) for d in given)
             fits = len(shape) == len(ttype.shape) and all(d is None or d == s for d, s in zip(ttype.shape, shape))
             if not fits:
-                raise ModelError(f"{where}: --shape {name}={'x'.join(map(str, shape))} does not fit its type")
+                raise spelled(ModelError, lambda s: f"{where}: {s.shape(name, shape)} does not fit its type")
         values.append(graph.add_input(name, TensorType(dtype, shape)))
     if shapes:
-        raise ModelError(f"{module.source}: --shape names unknown input(s) {sorted(shapes)}; inputs are {known}")
+        unknown = sorted(shapes)
+        raise spelled(ModelError, lambda s: f"{module.source}: {s.option} names unknown input(s) {unknown}; inputs are {known}")
     return values
 
 

@@ -65,7 +65,7 @@ def _dynamic_broadcast(cx: Ctx, o: Op, ins: list[Value]) -> list[Value]:
 def _shape_operand(cx: Ctx, v: Value) -> tuple[int, ...]:
     array = cx.const(v)
     if array is None:
-        raise cx.unsupported("the shape operand does not fold to a constant; pass --shape for the inputs")
+        raise cx.unsupported("the shape operand does not fold to a constant; fix the input shapes (shapes=, or --shape on the command line)")
     return tuple(int(d) for d in array.reshape(-1))
 
 
