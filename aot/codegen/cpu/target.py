@@ -7,11 +7,18 @@ shared object links against nothing): rounding without SSE4.1 becomes
 """
 from __future__ import annotations
 
+import difflib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from aot.errors import CodegenError
+from aot.errors import ArgumentError, CodegenError
 
 _X86_TRIPLE = "x86_64-unknown-linux-gnu"
 _AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
@@ -32,6 +39,18 @@ _X86_AVX512 = frozenset({
 })
 _X86_SSE41_ONLY = frozenset({"x86-64-v2", "nehalem", "westmere", "sandybridge", "silvermont", "goldmont", "tremont", "btver2", "bdver1", "bdver2", "bdver3", "bdver4"})
 _AARCH64_NAMES = ("neoverse", "cortex-a", "apple-", "ampere", "a64fx", "thunderx", "generic-arm", "aarch64", "oryon", "grace")
+_TRIPLES = {"x86_64": _X86_TRIPLE, "aarch64": _AARCH64_TRIPLE}
+# x86 CPUs that LLVM knows but that cannot run 64-bit code: asked for x86-64 code for one,
+# LLVM aborts the whole process ("64-bit code requested on a subtarget that doesn't support
+# it"), so they are refused by name first. Each was seen to abort LLVM 22; the tests check
+# that every other x86 CPU LLVM lists emits code.
+_X86_32BIT_ONLY = frozenset({
+    "i386", "i486", "i586", "i686", "pentium", "pentium-mmx", "pentium_mmx", "pentiumpro", "pentium_pro",
+    "pentium2", "pentium_ii", "pentium3", "pentium3m", "pentium_iii", "pentium_iii_no_xmm_regs", "pentium-m",
+    "pentium_m", "pentium4", "pentium4m", "pentium_4", "pentium_4_sse3", "prescott", "yonah", "lakemont",
+    "k6", "k6-2", "k6-3", "athlon", "athlon-tbird", "athlon-xp", "athlon-mp", "athlon-4", "c3", "c3-2",
+    "geode", "winchip-c6", "winchip2",
+})
 
 
 @dataclass(frozen=True)
@@ -56,19 +75,54 @@ class CpuTarget:
     @staticmethod
     def from_name(name: str) -> CpuTarget:
         """"native" (the host), "generic" (baseline x86-64), an LLVM CPU name ("znver4",
-        "x86-64-v3", "neoverse-v1"), or "triple:cpu[:features]"."""
+        "x86-64-v3", "neoverse-v1"), or "triple:cpu[:features]". A name LLVM does not know,
+        or an x86 CPU without 64-bit mode, is an ArgumentError that lists the names it knows."""
+        if not isinstance(name, str):
+            raise ArgumentError(f"cpu must be a str such as 'native' or 'znver4', got {type(name).__name__} {name!r}")
         if name in ("native", "host"):
             return CpuTarget.host()
         if ":" in name:
             parts = name.split(":")
-            return CpuTarget(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
-        if name in ("generic", "x86-64"):
+            if len(parts) > 3 or not all(parts[:2]):
+                raise ArgumentError(f"CPU '{name}' is not NAME or TRIPLE:CPU[:FEATURES] like x86_64-unknown-linux-gnu:znver4:-avx512f")
+            target = CpuTarget(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
+        elif name in ("generic", "x86-64"):
             return CpuTarget(_X86_TRIPLE, "x86-64")
-        if name == "generic-aarch64":
+        elif name == "generic-aarch64":
             return CpuTarget(_AARCH64_TRIPLE, "generic")
-        if name.startswith(_AARCH64_NAMES):
-            return CpuTarget(_AARCH64_TRIPLE, name)
-        return CpuTarget(_X86_TRIPLE, name)
+        elif name.startswith(_AARCH64_NAMES):
+            target = CpuTarget(_AARCH64_TRIPLE, name)
+        else:  # x86 unless only aarch64 knows the name ("cortex-x4", "kryo")
+            target = CpuTarget(_X86_TRIPLE, name)
+            if _llvm_warnings(target) and not _llvm_warnings(CpuTarget(_AARCH64_TRIPLE, name)):
+                target = CpuTarget(_AARCH64_TRIPLE, name)
+        target.check()
+        return target
+
+    def check(self) -> None:
+        """Raise ArgumentError unless LLVM can emit code for this target that runs in a 64-bit
+        process. LLVM itself only warns about an unknown CPU or feature and then emits for a
+        baseline, or aborts the process (a 32-bit CPU, a feature without its + or -)."""
+        if self.arch not in _TRIPLES:
+            raise ArgumentError(f"CPU '{self}': aot generates code for {' and '.join(_TRIPLES)}, not {self.arch}")
+        malformed = [f for f in self.features.split(",") if f and f[0] not in "+-"]
+        if malformed:
+            raise ArgumentError(f"CPU '{self}': features are +NAME or -NAME, separated by commas; "
+                                f"got {', '.join(repr(f) for f in malformed)}")
+        if self.arch == "x86_64" and self.cpu in _X86_32BIT_ONLY:
+            raise ArgumentError(f"CPU '{self.cpu}' cannot run 64-bit code, and aot generates x86-64 code only"
+                                f"{_known_cpus_text(self)}")
+        if self.arch == "x86_64" and self._feature("64bit") is False:
+            raise ArgumentError(f"CPU '{self}': '-64bit' turns off 64-bit mode, and aot generates x86-64 code only")
+        warnings = _llvm_warnings(self)
+        if warnings is None:
+            raise ArgumentError(f"CPU '{self}': LLVM has no target for the triple {self.triple}")
+        if self.cpu in warnings:
+            raise ArgumentError(f"unknown CPU '{self.cpu}' for {self.arch}{_known_cpus_text(self)}")
+        if warnings:
+            names = known_cpus(self.triple)[1]
+            raise ArgumentError(f"unknown CPU feature(s) {', '.join(repr(w) for w in warnings)} for {self.arch}; "
+                                f"LLVM knows: {', '.join(names) if names else '(it did not say)'}")
 
     # -- capabilities --------------------------------------------------------
     def _feature(self, flag: str) -> bool | None:
@@ -261,3 +315,71 @@ def runnable_code_paths(machine: CpuTarget) -> list[CpuTarget]:
     right on one instruction set can be wrong on another (issue 9's max pool was, on AVX2 only)."""
     others = [CpuTarget.from_name(name) for name in _PATH_CPUS]
     return [machine, *(t for t in others if t.runs_on(machine) and t.code_path != machine.code_path)]
+
+
+def known_cpus(triple: str) -> tuple[list[str], list[str]]:
+    """(CPU names, feature names) LLVM knows for `triple`, as `llc -mcpu=help` lists them.
+
+    Asked in a child process: LLVM prints that list once per process, to its stderr."""
+    script = ("import sys, llvmlite.binding as llvm; llvm.initialize_all_targets(); "
+              "llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu='help')")
+    try:
+        listing = subprocess.run([sys.executable, "-c", script, triple], capture_output=True, text=True, timeout=120).stderr
+    except (OSError, subprocess.SubprocessError):
+        return [], []
+    cpus, features, section = [], [], None
+    for line in listing.splitlines():
+        if line.startswith("Available CPUs"):
+            section = cpus
+        elif line.startswith("Available features"):
+            section = features
+        elif section is not None and line.startswith("  ") and line.split():
+            section.append(line.split()[0])
+    return sorted(set(cpus)), sorted(set(features))
+
+
+def _known_cpus_text(target: CpuTarget) -> str:
+    """" (did you mean ...?); use 'native' ... or one of ..." to end an error about `target.cpu`."""
+    names = known_cpus(target.triple)[0]
+    if target.arch == "x86_64":
+        names = [n for n in names if n not in _X86_32BIT_ONLY]
+    close = difflib.get_close_matches(target.cpu, names, n=3)
+    guess = f" (did you mean {' or '.join(close)}?)" if close else ""
+    if not names:
+        return f"{guess}; use 'native' for this machine (LLVM did not list the CPUs it knows)"
+    return f"{guess}; use 'native' for this machine, or one of the {target.arch} CPUs LLVM knows: {', '.join(names)}"
+
+
+_UNRECOGNIZED = re.compile(r"^'(.*)' is not a recognized (?:processor|feature) for this target")
+
+
+def _llvm_warnings(target: CpuTarget) -> list[str] | None:
+    """The CPU and feature names of `target` that LLVM does not recognize (it only warns about
+    them, on its own stderr), or None when LLVM has no target for the triple."""
+    llvm.initialize_all_targets()
+    try:
+        llvm_target = llvm.Target.from_triple(target.triple)
+    except RuntimeError:
+        return None
+    printed = _stderr_of(lambda: llvm_target.create_target_machine(cpu=target.cpu, features=target.features, opt=3,
+                                                                   reloc="pic", codemodel="default"))
+    names = [m.group(1) for m in map(_UNRECOGNIZED.match, printed.splitlines()) if m]
+    return list(dict.fromkeys(names))
+
+
+def _stderr_of(fn: Callable[[], object]) -> str:
+    """What `fn` writes to file descriptor 2, where LLVM prints, past Python's sys.stderr.
+
+    Output of other threads during the call lands there too (and is dropped): it is brief,
+    and only compile-time target checks use it."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            fn()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        return sink.read().decode(errors="replace")
