@@ -4,13 +4,13 @@
     session = aot.Session("model.aot")
     outputs = session.run(None, {"x": x})
 """
-from aot.errors import (AotError, ArtifactError, CodegenError, IRError, ModelError, RunError,
-                        UnsupportedError)
+from aot.errors import (AotError, ArgumentError, ArtifactError, CodegenError, IRError, ModelError,
+                        RunError, UnsupportedError)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AotError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",
+    "AotError", "ArgumentError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",
     "UnsupportedError", "Session", "compile", "__version__",
 ]
 

@@ -1,4 +1,10 @@
-"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|inspect`."""
+"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|verify|inspect`.
+
+Every error prints one `error: ...` line on stderr (a usage error also the usage
+line first) and exits with a status that says whose mistake it was:
+EXIT_FAILED when a model, artifact or input file is bad or the work failed,
+EXIT_USAGE when the command line is wrong; no traceback either way.
+"""
 from __future__ import annotations
 
 import json
@@ -7,11 +13,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from aot.errors import AotError
+from aot.errors import AotError, ArgumentError
+
+EXIT_FAILED = 1  # a model, artifact or input file is bad, or the compile/run failed; `aot verify`: a mismatch
+EXIT_USAGE = 2  # an unknown option, a malformed value, an unknown --cpu, an output that cannot be written
 
 
 def parse_shape_option(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
@@ -30,9 +39,52 @@ def parse_shape_option(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _fail(err: Exception) -> None:
-    click.echo(f"error: {err}", err=True)
-    sys.exit(1)
+def _fail(err: AotError) -> NoReturn:
+    click.echo(f"error: {err.cli_message}", err=True)
+    sys.exit(EXIT_USAGE if isinstance(err, ArgumentError) else EXIT_FAILED)
+
+
+def _show_click_error(err: click.ClickException) -> None:
+    """Click's own errors (an unknown option, a bad value) as click shows them, with this CLI's `error:`."""
+    if type(err).show not in (click.ClickException.show, click.UsageError.show):
+        err.show()  # one that is no error message: `aot` alone prints the help
+        return
+    ctx = getattr(err, "ctx", None)
+    if isinstance(err, click.UsageError) and ctx is not None:
+        hint = ""
+        if ctx.command.get_help_option(ctx) is not None:
+            hint = f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.\n"
+        click.echo(f"{ctx.get_usage()}\n{hint}", err=True, color=ctx.color)
+    click.echo(f"error: {err.format_message()}", err=True)
+
+
+class _OwnErrors:
+    """A click command whose entry point reports click's errors as `_show_click_error` does.
+
+    Only the top command's `main` runs: the group's subcommands inherit its handling."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        run = super().main  # type: ignore[misc]
+        if not standalone_mode:
+            return run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        try:
+            status = run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except click.ClickException as err:
+            _show_click_error(err)
+            sys.exit(EXIT_USAGE if isinstance(err, click.UsageError) else EXIT_FAILED)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(EXIT_FAILED)
+        sys.exit(status if isinstance(status, int) else 0)  # an int: --help or --version's exit status
+
+
+class Command(_OwnErrors, click.Command):
+    pass
+
+
+class Group(_OwnErrors, click.Group):
+    pass
 
 
 compile_options = [
@@ -67,7 +119,6 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
                                dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
-        return
     if explain == "fusion":
         click.echo(explain_fusion(result.plan.kernels))
     m = result.manifest
@@ -75,14 +126,14 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
                f"arena {m['arena']['bytes']} B, weights {m['weights']['bytes']} B")
 
 
-@click.command(name="aot-compile")
+@click.command(name="aot-compile", cls=Command)
 @_with_compile_options
 def compile_main(**kwargs: Any) -> None:
     """Compile MODEL (ONNX) into one self-contained .aot artifact."""
     _compile(**kwargs)
 
 
-@click.group()
+@click.group(cls=Group)
 @click.version_option(package_name="aot-compiler")
 def main() -> None:
     """aot: ahead-of-time compiler for ML models, and the tools around its artifacts."""
@@ -111,7 +162,8 @@ def split_name_value(item: str, known: Sequence[str] = ()) -> tuple[str, str] | 
 
 
 def _load_arrays(items: tuple[str, ...], option: str, known: Sequence[str] = ()) -> dict[str, Any]:
-    """NAME=FILE.npy items -> {NAME: array}; `known` are the model's input names, where known."""
+    """NAME=FILE.npy items -> {NAME: array}; `known` are the model's input names, where known.
+    A malformed item is a usage error, a file that cannot be loaded an AotError (a bad input)."""
     import numpy as np
 
     arrays = {}
@@ -122,16 +174,26 @@ def _load_arrays(items: tuple[str, ...], option: str, known: Sequence[str] = ())
         name, path = split
         try:
             arrays[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise click.BadParameter(f"cannot load '{path}': {err}", param_hint=option) from None
+        except OSError as err:
+            raise AotError(f"{option} {name}: cannot load '{path}': {err.strerror or err}") from None
+        except ValueError as err:
+            raise AotError(f"{option} {name}: '{path}' is not a .npy array file: {err}") from None
     return arrays
+
+
+def _make_dir(path: Path, option: str) -> None:
+    """Create an output directory before the work: one that cannot be made is a usage error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _fail(ArgumentError(f"{option}: cannot create the directory '{path}': {err.strerror or err}"))
 
 
 @main.command()
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded random")
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), help="write each output as NAME.npy ('/' in a name written %2F)")
-@click.option("--threads", type=int, default=1, show_default=True, help="worker threads")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="worker threads")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for random inputs")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="runs to time; prints the median")
 def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int, repeat: int) -> None:
@@ -141,13 +203,11 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
     from aot.inspect import display_name
     from aot.runtime import Session
 
+    if output_dir is not None:
+        _make_dir(output_dir, "--output-dir")
     try:
         session = Session(artifact, threads=threads)
-    except AotError as err:
-        _fail(err)
-        return
-    feeds = _load_arrays(inputs, "--input", [info.name for info in session.get_inputs()])
-    try:
+        feeds = _load_arrays(inputs, "--input", [info.name for info in session.get_inputs()])
         rng = np.random.default_rng(seed)
         for info in session.get_inputs():
             if info.name not in feeds:
@@ -159,7 +219,6 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
             timings.append((time.perf_counter() - start) * 1000)
     except AotError as err:
         _fail(err)
-        return
     for info, value in zip(session.get_outputs(), outputs):
         flat = value.reshape(-1)[:8]
         click.echo(f"{display_name(info.name)}: {value.dtype}{list(value.shape)} {np.array2string(flat, precision=5, separator=', ')}"
@@ -181,7 +240,7 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
 @click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)")
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded")
 @click.option("--cpu", default="native", show_default=True, help="CPU to compile for (this machine must run it)")
-@click.option("--threads", type=int, default=1, show_default=True, help="worker threads of the compiled run")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="worker threads of the compiled run")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for the inputs")
 @click.option("--atol", type=float, default=1e-4, show_default=True, help="absolute tolerance")
 @click.option("--rtol", type=float, default=1e-3, show_default=True, help="relative tolerance")
@@ -190,7 +249,7 @@ def verify(model: Path, artifact: Path | None, shape: tuple[str, ...], bind: tup
            cpu: str, threads: int, seed: int, atol: float, rtol: float, as_json: bool) -> None:
     """Compile MODEL (or take --artifact), run it and onnxruntime on the same inputs, compare
     every output; on a mismatch name the first kernel (or pass) that diverges. Exit status 1
-    on a mismatch or an error."""
+    on a mismatch or a bad model, 2 on a usage error."""
     from aot.verify import format_report, verify as run_verify
 
     try:
@@ -200,10 +259,9 @@ def verify(model: Path, artifact: Path | None, shape: tuple[str, ...], bind: tup
                             seed=seed, atol=atol, rtol=rtol)
     except AotError as err:
         _fail(err)
-        return
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_report(report))
     if not report.ok:
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
 
 
 def _model_input_names(model: Path) -> list[str]:
@@ -257,9 +315,15 @@ def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:
               help="draw the kernel graph with fused ops grouped: .svg or .dot")
 def inspect(artifact: Path, as_json: bool, extract: Path | None, memory_plan: Path | None, graph: Path | None) -> None:
     """Show what is inside ARTIFACT."""
+    from aot.driver import check_output_path
     from aot.inspect import describe, extract_sections, summary, write_graph, write_memory_plan
 
     try:
+        for path in (memory_plan, graph):
+            if path is not None:
+                check_output_path(path, artifact, "artifact")
+        if extract is not None:
+            _make_dir(extract, "--extract")
         info = describe(artifact)
         if extract is not None:
             for path in extract_sections(artifact, extract):
@@ -272,5 +336,4 @@ def inspect(artifact: Path, as_json: bool, extract: Path | None, memory_plan: Pa
             click.echo(f"wrote {graph}", err=True)
     except AotError as err:
         _fail(err)
-        return
     click.echo(json.dumps(info, indent=2) if as_json else summary(info))

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from aot.errors import ModelError, UnsupportedError
+from aot.errors import AotError, ArgumentError, ModelError, UnsupportedError
 from aot.ir.graph import Graph
 from aot.kernel_cost import kernel_cost_ns
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
@@ -67,19 +68,93 @@ def import_model(
     only): a model that takes its axes, pads or scales as inputs compiles once
     they are fixed, and the compiled model no longer takes them.
     """
+    shapes = check_shapes(shapes)
+    bind = _check_bind(bind)
     source, data, name = _read_source(model)
     if isinstance(source, Path) and source.suffix in (".mlir", ".stablehlo"):
         if bind:
             raise UnsupportedError(f"'{source}': binding inputs to constants is supported for ONNX models only")
         from aot.importers.stablehlo import import_stablehlo
 
-        return import_stablehlo(source, dict(shapes) if shapes else None), hashlib.sha256(data).hexdigest(), name
+        return import_stablehlo(source, shapes), hashlib.sha256(data).hexdigest(), name
     from aot.importers.onnx import import_onnx, load_model
 
     if bind:
         source = bind_onnx_inputs(load_model(source), bind)
-    graph = import_onnx(source, dict(shapes) if shapes else None)
+    graph = import_onnx(source, shapes)
     return graph, hashlib.sha256(data).hexdigest(), name
+
+
+_DIMS_EXAMPLE = "a tuple of ints like (8, 4), () for a scalar"
+
+
+def check_shapes(shapes: Any) -> dict[str, tuple[int, ...]] | None:
+    """`shapes` as the API takes it, {input name: tuple of non-negative ints}; anything else
+    is an ArgumentError that names the input and says what its value must be."""
+    if shapes is None:
+        return None
+    if not isinstance(shapes, Mapping):
+        raise ArgumentError(f"shapes must be a dict of input name -> {_DIMS_EXAMPLE}, e.g. {{'x': (1, 3, 224, 224)}}; "
+                            f"got {type(shapes).__name__} {shapes!r}")
+    checked = {}
+    for name, dims in shapes.items():
+        if not isinstance(name, str):
+            raise ArgumentError(f"shapes keys are the model's input names (str); got {type(name).__name__} {name!r}")
+        checked[name] = _check_dims(name, dims)
+    return checked or None
+
+
+def _check_dims(name: str, dims: Any) -> tuple[int, ...]:
+    where = f"shapes[{name!r}]"
+    if isinstance(dims, str):
+        as_tuple = tuple(int(d) for d in dims.split("x")) if re.fullmatch(r"\d+(x\d+)*", dims) else None
+        hint = f"write {as_tuple!r}; " if as_tuple else ""
+        raise ArgumentError(f"{where} must be {_DIMS_EXAMPLE}, got the str {dims!r} "
+                            f"({hint}NAME=8x4 is the command line's --shape form)")
+    if isinstance(dims, (bytes, bytearray)) or not isinstance(dims, (Sequence, np.ndarray)):
+        raise ArgumentError(f"{where} must be {_DIMS_EXAMPLE}, got {type(dims).__name__} {dims!r}")
+    checked = []
+    for i, dim in enumerate(dims):
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+            why = ": aot compiles static shapes, so every dim needs a size" if dim is None else ", not an int"
+            raise ArgumentError(f"{where} = {tuple(dims)!r}: dim {i} is {dim!r}{why}")
+        if dim < 0:
+            raise ArgumentError(f"{where} = {tuple(dims)!r}: dim {i} is {dim}; sizes are >= 0")
+        checked.append(int(dim))
+    return tuple(checked)
+
+
+def _check_bind(bind: Any) -> Mapping[str, np.ndarray] | None:
+    if bind is None:
+        return None
+    if not isinstance(bind, Mapping) or not all(isinstance(name, str) for name in bind):
+        raise ArgumentError(f"bind must be a dict of input name -> array, e.g. {{'axes': np.array([1])}}; got {bind!r}")
+    return bind
+
+
+def check_output_path(output: Path, model: Any = None, what: str = "model") -> None:
+    """Refuse, before any work, an output file that cannot be written or that is the input
+    `model` (`what` names that input in the message)."""
+    if output.is_dir():
+        raise ArgumentError(f"cannot write '{output}': it is a directory; give a file name such as '{output / 'model.aot'}'")
+    directory = output.parent
+    if not directory.is_dir():
+        why = "does not exist" if not directory.exists() else "is not a directory"
+        raise ArgumentError(f"cannot write '{output}': the directory '{directory}' {why}")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ArgumentError(f"cannot write '{output}': no permission to create files in '{directory}'")
+    if isinstance(model, (str, os.PathLike)) and _same_file(Path(model), output):
+        instead = Path(model).with_suffix(".aot")
+        hint = f"; write the artifact elsewhere, e.g. '{instead}'" if what == "model" and not _same_file(Path(model), instead) else ""
+        raise ArgumentError(f"the output '{output}' is the {what} file '{model}' itself: writing it would destroy the {what}{hint}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same file, through any path, symlink or hard link."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
@@ -174,21 +249,36 @@ def compile_model(
 ) -> CompileResult:
     """Compile an ONNX model (path or onnx.ModelProto) into an .aot artifact.
 
-    `shapes` fixes symbolic input dims; `bind` fixes inputs to constant values
-    (ONNX). Writes `output_path` when given; always returns the artifact
-    bytes, manifest and execution plan.
+    `shapes` fixes symbolic input dims ({name: (1, 3, 224, 224)}); `bind` fixes
+    inputs to constant values (ONNX). Writes `output_path` when given, through a
+    temp file and a rename; always returns the artifact bytes, manifest and
+    execution plan. A wrong argument (shapes, cpu, an output path that cannot be
+    written or is the model) raises ArgumentError before any work.
     """
     from aot.artifact import pack_artifact, write_atomically
     from aot.codegen.cpu import CpuTarget, emit_cpu
 
+    # every argument is checked before the work, so a mistake costs no compile
     if target not in TARGETS:
-        raise UnsupportedError(f"target '{target}' is not supported; choose one of {', '.join(TARGETS)}")
+        raise ArgumentError(f"target '{target}' is not supported; choose one of {', '.join(TARGETS)}")
+    if output_path is not None and not isinstance(output_path, (str, os.PathLike)):
+        raise ArgumentError(f"output_path must be a path (str or os.PathLike), got {type(output_path).__name__}")
+    path = Path(output_path) if output_path is not None else None
+    if path is not None:
+        check_output_path(path, model)
+    cpu_target = CpuTarget.from_name(cpu)
+    shapes = check_shapes(shapes)
+    bind = _check_bind(bind)
+    dump_dir = Path(dump_ir) if dump_ir is not None else None
+    if dump_dir is not None:
+        try:
+            dump_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ArgumentError(f"cannot create the IR dump directory '{dump_dir}': {err.strerror or err}") from None
     started = time.perf_counter()
     graph, source_sha, name = import_model(model, shapes, bind)
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
-    dump_dir = Path(dump_ir) if dump_ir is not None else None
-    cpu_target = CpuTarget.from_name(cpu)
     # weights are packed for the target's vector width (the microkernels hold one register per vector)
     plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=default_passes(cpu_target.vector_lanes)))
     start = time.perf_counter()
@@ -200,10 +290,11 @@ def compile_model(
     manifest = build_manifest(plan, code, name, source_sha)
     sections = [("weights", plan.weights), (f"cpu.{code.target.arch}", code.shared_object)]
     artifact = pack_artifact(manifest, sections)
-    path = None
-    if output_path is not None:
-        path = Path(output_path)
-        write_atomically(path, artifact)
+    if path is not None:
+        try:  # through a temp file and a rename: a failure leaves any earlier artifact as it was
+            write_atomically(path, artifact)
+        except OSError as err:
+            raise AotError(f"cannot write '{path}': {err.strerror or err}") from None
     if log:
         log(f"{'total':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  artifact {len(artifact)} B")
     return CompileResult(path, artifact, manifest, plan)
