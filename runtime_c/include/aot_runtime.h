@@ -10,6 +10,12 @@
  *     every context created from it.
  *   - aot_context_t owns an arena and a thread pool; one thread at a time may
  *     call aot_run on a given context. Different contexts run concurrently.
+ *   - aot_model_close and aot_context_destroy mark the handle dead before
+ *     freeing it, so the common mistake (aot_run on a destroyed context or a
+ *     context of a closed model, a query on a closed model, a second close)
+ *     returns AOT_ERR_INVALID_ARGUMENT or does nothing instead of crashing.
+ *     This holds only until the freed memory is reused: a safety net, not
+ *     permission to use a handle after closing it.
  *
  * Errors: every fallible call returns an aot_status_t and, when out_error is
  * not NULL, fills it with the same code and a NUL-terminated message. The
@@ -56,7 +62,9 @@ typedef enum aot_status {
   AOT_ERR_IO = 2,               /* the file cannot be opened or read */
   AOT_ERR_FORMAT = 3,           /* malformed container or manifest */
   AOT_ERR_CHECKSUM = 4,         /* a CRC-32 does not match */
-  AOT_ERR_UNSUPPORTED = 5,      /* unknown version/codec, no code for this CPU */
+  AOT_ERR_UNSUPPORTED = 5,      /* unknown version/codec, no code for this CPU, or code
+                                   that needs x86 features this CPU (or its OS) lacks: the
+                                   message names every one */
   AOT_ERR_NO_MEMORY = 6,         /* malloc failed, or over max_memory_bytes */
   AOT_ERR_SHAPE_MISMATCH = 7,   /* a tensor's rank, dims or byte size differ */
   AOT_ERR_DTYPE_MISMATCH = 8,
