@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-python3 models/make_samples.py --out models/out
-aot-compile models/out/lenet.onnx -o models/out/lenet.aot
-aot inspect models/out/lenet.aot
-aot run models/out/lenet.aot --input x=models/out/lenet.input.npy --repeat 200
+VENV=${AOT_VENV:-.venv}  # where setup.sh installed aot
+"$VENV/bin/python" models/make_samples.py --out models/out
+"$VENV/bin/aot-compile" models/out/lenet.onnx -o models/out/lenet.aot
+"$VENV/bin/aot" inspect models/out/lenet.aot
+"$VENV/bin/aot" run models/out/lenet.aot --input x=models/out/lenet.input.npy --repeat 200

@@ -1,9 +1,62 @@
 #!/usr/bin/env bash
-# Install what aot needs on a fresh Debian/Ubuntu machine: a C compiler, make and
-# libzstd (headers) for the C runtime, then the Python package with test extras.
-# --bench also installs torch (CPU build) to generate the benchmark models.
+# Set aot up on a fresh Debian/Ubuntu machine, in a virtual environment (.venv):
+# a C compiler, make and libzstd headers for the C runtime and python3-venv, each
+# with apt-get where missing; then the package with its test extras in .venv, and
+# the C runtime built. System Pythons (Debian 12, Ubuntu 23.04+) refuse a pip
+# install outside a virtual environment, and a venv leaves the system alone.
+# --bench also installs torch (CPU build) to generate the benchmark models, and
+# clang with libFuzzer for the fuzz test; where they cannot be had, the tests that
+# need them skip.
+#   AOT_VENV=DIR   the environment (default .venv in the checkout)
+#   PYTHON=CMD     the Python that makes it (default python3; 3.11 or newer)
+# Afterwards: .venv/bin/aot-compile ..., .venv/bin/python -m pytest -q, or
+# `source .venv/bin/activate` once for plain `aot-compile`, `python`, `pytest`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+VENV=${AOT_VENV:-.venv}
+case "$VENV" in /*) VENV_PATH=$VENV ;; *) VENV_PATH=$PWD/$VENV ;; esac
+PYTHON=${PYTHON:-python3}
+BENCH=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) BENCH=1 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: error: unknown option '$arg' (only --bench)" >&2; exit 2 ;;
+  esac
+done
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+APT_UPDATED=0
+# A fresh machine may be running its own apt (unattended upgrades, cloud-init):
+# wait up to 10 minutes for its locks instead of failing.
+APT_WAIT=(-o DPkg::Lock::Timeout=600)
+
+apt_update() {
+  [ "$APT_UPDATED" = 1 ] && return 0
+  local try output
+  # apt-get update takes the lists lock, which DPkg::Lock::Timeout may not cover: retry on it
+  for try in $(seq 60); do
+    if output=$($SUDO apt-get "${APT_WAIT[@]}" update -qq 2>&1); then
+      APT_UPDATED=1
+      return 0
+    fi
+    case "$output" in
+      *lock*) echo "setup: apt is busy (another process holds its lock); waiting" >&2; sleep 10 ;;
+      *) echo "$output" >&2; return 1 ;;
+    esac
+  done
+  echo "$output" >&2
+  return 1
+}
+
+# apt_install PACKAGE...: 1 where there is no apt-get or the install fails.
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  apt_update || return 1
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get "${APT_WAIT[@]}" install -y -qq "$@" >/dev/null
+}
 
 have_zstd_header() {
   echo '#include <zstd.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1
@@ -11,22 +64,81 @@ have_zstd_header() {
 
 if ! command -v ${CC:-cc} >/dev/null || ! command -v make >/dev/null || ! have_zstd_header; then
   echo "setup: installing build-essential and libzstd-dev (needed to build the C runtime)"
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   if ! command -v apt-get >/dev/null; then
     echo "setup: error: no apt-get here; install a C compiler, make and the zstd development headers (zstd.h, libzstd) yourself" >&2
     exit 1
   fi
-  if ! ($SUDO apt-get update -qq && $SUDO apt-get install -y -qq build-essential libzstd-dev >/dev/null); then
+  if ! apt_install build-essential libzstd-dev; then
     echo "setup: error: could not install build-essential libzstd-dev with apt-get; install them and rerun" >&2
     exit 1
   fi
 fi
 
-python3 -m pip install -q -e ".[test]"
+if ! command -v "$PYTHON" >/dev/null; then
+  echo "setup: error: no $PYTHON here; install Python 3.11 or newer (or set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: error: aot needs Python 3.11 or newer; $PYTHON is $("$PYTHON" -V 2>&1). Set PYTHON=/path/to/python3.11 and rerun" >&2
+  exit 1
+fi
+
+venv_works() {
+  "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+    && "$VENV/bin/python" -m pip --version >/dev/null 2>&1
+}
+
+make_venv() {
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV" >/dev/null 2>&1
+}
+
+if ! venv_works; then
+  echo "setup: creating the virtual environment $VENV"
+  if ! make_venv; then
+    # Debian and Ubuntu ship venv's pip bootstrap (ensurepip) in python3-venv / python3.X-venv
+    minor=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+    echo "setup: $PYTHON -m venv failed; installing python3-venv (python$minor-venv)"
+    # python3-venv alone can be for another minor version than $PYTHON's
+    if ! apt_install python3-venv "python$minor-venv" && ! apt_install python3-venv; then
+      echo "setup: error: $PYTHON cannot make a virtual environment and python3-venv could not be installed; install it and rerun" >&2
+      exit 1
+    fi
+    if ! make_venv; then
+      echo "setup: error: $PYTHON -m venv $VENV still fails:" >&2
+      "$PYTHON" -m venv "$VENV" >&2 || true
+      exit 1
+    fi
+  fi
+fi
+
+# The package (editable) with its test extras, into the venv only.
+"$VENV/bin/python" -m pip install -q -e ".[test]"
 # Build the C runtime now (Python builds it on first use otherwise).
 make -s -C runtime_c
-if [ "${1:-}" = "--bench" ]; then
-  ./scripts/install_torch_cpu.sh
+
+if [ "$BENCH" = 1 ]; then
+  # install_torch_cpu.sh installs with whatever `python3` is first on PATH: the venv's
+  PATH="$VENV_PATH/bin:$PATH" ./scripts/install_torch_cpu.sh
+  # clang with libFuzzer (compiler-rt) for the fuzz test; optional: without it the test skips
+  fuzzer_works() {
+    local probe
+    probe=$(mktemp -d)
+    echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$probe/f.c"
+    clang -fsanitize=fuzzer "$probe/f.c" -o "$probe/f" >/dev/null 2>&1
+    local status=$?
+    rm -rf "$probe"
+    return $status
+  }
+  if ! command -v clang >/dev/null || ! fuzzer_works; then
+    echo "setup: installing clang with libFuzzer (for the fuzz test)"
+    if apt_install clang && ! fuzzer_works; then
+      apt_install "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" || true
+    fi
+    command -v clang >/dev/null && fuzzer_works \
+      || echo "setup: clang with libFuzzer is not available; the fuzz test will skip" >&2
+  fi
 fi
-echo "setup: ok"
+
+echo "setup: ok. Everything is in the virtual environment $VENV: run $VENV/bin/aot-compile, $VENV/bin/aot,"
+echo "       $VENV/bin/python -m pytest -q; or activate it once with: source $VENV/bin/activate"
