@@ -85,3 +85,24 @@ print("done")
     assert proc.returncode == 0 and proc.stdout.endswith("done\n"), \
         f"LLVM failed on CPU {proc.stdout.split()[-1:]}: {proc.stderr[-500:]}"
     assert len(names) > 50
+
+
+def test_names_are_checked_in_a_process_without_stderr():
+    """A daemon may have no descriptor 2: the check lends LLVM one and closes it again."""
+    script = """
+import os
+os.close(2)
+from aot.codegen.cpu.target import CpuTarget
+from aot.errors import ArgumentError
+try:
+    CpuTarget.from_name("pentium9")
+except ArgumentError as err:
+    print(str(err)[:26])
+print(CpuTarget.from_name("znver4").cpu)
+try:
+    os.fstat(2)
+except OSError:
+    print("closed")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines() == ["unknown CPU 'pentium9' for", "znver4", "closed"], proc.stdout

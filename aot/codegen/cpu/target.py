@@ -374,12 +374,18 @@ def _stderr_of(fn: Callable[[], object]) -> str:
     and only compile-time target checks use it."""
     sys.stderr.flush()
     with tempfile.TemporaryFile() as sink:
-        saved = os.dup(2)
+        try:
+            saved: int | None = os.dup(2)
+        except OSError:  # no descriptor 2 (a daemon): lend it the sink, then close it again
+            saved = None
         os.dup2(sink.fileno(), 2)
         try:
             fn()
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            if saved is None:
+                os.close(2)
+            else:
+                os.dup2(saved, 2)
+                os.close(saved)
         sink.seek(0)
         return sink.read().decode(errors="replace")
