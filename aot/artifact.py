@@ -6,6 +6,12 @@ as hostile input: every offset, size and checksum is verified before a byte
 of a section is used, and every problem is an ArtifactError naming the
 section and what is wrong.
 
+Both bound what a file can make them allocate before decoding anything: the
+manifest is at most 16 MiB and 1.5 million JSON values (the C runtime's
+parse tree at most 128 MiB), nested at most 64 deep; the weights must be the
+size the manifest says; every other section (code, unknown) is at most
+256 MiB; and the caller may cap the total (`max_memory_bytes`).
+
 Writing is deterministic: the same manifest dict (same insertion order) and
 the same sections give the same bytes.
 """
@@ -19,11 +25,12 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Iterator, Mapping, Sequence, Union
 
 import zstandard
 
 from aot.errors import ArtifactError
+from aot.manifest_check import check_manifest
 
 MAGIC = b"AOTMODEL"
 FORMAT_VERSION = 1  # the container's (header and section table)
@@ -34,6 +41,14 @@ ENTRY_SIZE = 64
 MAX_SECTIONS = 64
 SECTION_ALIGN = 64
 NAME_SIZE = 24
+
+# Limits (runtime_c/src/internal.h; packaging/FORMAT.md "Limits")
+MAX_MANIFEST_BYTES = 16 << 20
+# about what the C runtime's 128 MiB parse tree holds (88 bytes a value)
+MAX_MANIFEST_VALUES = 1_500_000
+MAX_MANIFEST_DEPTH = 64
+# a section the manifest does not size: code (the runtime's limit) or one this reader does not know
+MAX_SECTION_BYTES = 256 << 20
 
 CODEC_NONE = 0
 CODEC_ZSTD = 1
@@ -63,7 +78,7 @@ class SectionInfo:
 @dataclass
 class Artifact:
     manifest: dict
-    sections: dict[str, bytes] = field(default_factory=dict)  # decompressed, file order
+    sections: Mapping[str, bytes] = field(default_factory=dict)  # decompressed, file order
     table: list[SectionInfo] = field(default_factory=list)
 
 
@@ -212,7 +227,8 @@ def _decode_name(raw: bytes, index: int) -> str:
     return name.decode("ascii")
 
 
-def _decompress_zstd(name: str, stored: bytes, raw_size: int) -> bytes:
+def _check_frame(name: str, stored: bytes, raw_size: int) -> None:
+    """The zstd frame header: valid, with its content size, equal to the raw size."""
     try:
         params = zstandard.get_frame_parameters(stored)
     except zstandard.ZstdError as e:
@@ -223,13 +239,17 @@ def _decompress_zstd(name: str, stored: bytes, raw_size: int) -> bytes:
         raise ArtifactError(
             f"section {name!r}: zstd frame content size {params.content_size} != raw size {raw_size}"
         )
-    dobj = zstandard.ZstdDecompressor().decompressobj()
+
+
+def _decompress_zstd(name: str, stored: bytes, raw_size: int) -> bytes:
+    """One frame whose header says raw_size bytes (_check_frame), decoded in one call into a
+    buffer of that size: the output cannot grow past it."""
     try:
-        data = dobj.decompress(stored)
+        data = zstandard.ZstdDecompressor().decompress(stored, allow_extra_data=False)
     except zstandard.ZstdError as e:
+        if "unused data" in str(e):
+            raise ArtifactError(f"section {name!r}: trailing bytes after the zstd frame") from None
         raise ArtifactError(f"section {name!r}: zstd decompression failed: {e}") from None
-    if dobj.unused_data:
-        raise ArtifactError(f"section {name!r}: trailing bytes after the zstd frame")
     if len(data) != raw_size:
         raise ArtifactError(f"section {name!r}: decompressed to {len(data)} bytes, raw size says {raw_size}")
     return data
@@ -309,38 +329,36 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def read_artifact(path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memoryview]) -> Artifact:
-    """Read and fully validate an artifact; raise ArtifactError on any problem."""
-    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        buf = bytes(path_or_bytes)
-    else:
-        try:
-            buf = Path(path_or_bytes).read_bytes()
-        except OSError as e:
-            raise ArtifactError(f"cannot open {os.fspath(path_or_bytes)!r}: {e.strerror or e}") from None
-    table = parse_table(buf)
-    sections: dict[str, bytes] = {}
-    for info in table:
-        stored = buf[info.offset:info.offset + info.stored_size]
-        computed = zlib.crc32(stored) & 0xFFFFFFFF
-        if computed != info.crc32:
-            raise ArtifactError(
-                f"section {info.name!r}: checksum mismatch (stored 0x{info.crc32:08x}, computed 0x{computed:08x})"
-            )
-        if info.codec == "zstd":
-            sections[info.name] = _decompress_zstd(info.name, stored, info.raw_size)
-        else:
-            sections[info.name] = stored
-    if "manifest" not in sections:
-        raise ArtifactError("section 'manifest': missing")
+def _nesting_depth(value: object) -> int:
+    """Depth of arrays and objects in a parsed JSON value (a scalar is 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _parse_manifest(raw: bytes) -> dict:
+    """The manifest's JSON, strict and bounded like the C runtime's parser."""
+    # a value costs at least one of these bytes (a member's or element's comma, a
+    # bracket), so this bounds the tree before json builds it
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+    if values > MAX_MANIFEST_VALUES:
+        raise ArtifactError(f"section 'manifest': about {values} JSON values, over the {MAX_MANIFEST_VALUES} "
+                            f"a manifest may hold")
     try:
-        manifest = json.loads(
-            sections["manifest"].decode("utf-8"),
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_keys,
-        )
+        manifest = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ArtifactError(f"section 'manifest': nesting deeper than {MAX_MANIFEST_DEPTH}") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise ArtifactError(f"section 'manifest': not valid UTF-8 JSON: {e}") from None
+    if _nesting_depth(manifest) > MAX_MANIFEST_DEPTH:
+        raise ArtifactError(f"section 'manifest': nesting deeper than {MAX_MANIFEST_DEPTH}")
     if not isinstance(manifest, dict):
         raise ArtifactError("section 'manifest': top level is not a JSON object")
     version = manifest.get("format_version")
@@ -349,4 +367,91 @@ def read_artifact(path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memor
             f"section 'manifest': format_version {version!r} "
             f"(expected {' or '.join(str(v) for v in MANIFEST_VERSIONS)})"
         )
-    return Artifact(manifest=manifest, sections=sections, table=table)
+    return manifest
+
+
+def _check_bounds(table: list[SectionInfo], manifest: dict, max_memory_bytes: int | None) -> None:
+    """Every section's raw size against what may be decoded, before any is."""
+    weights = manifest["weights"]["section"]  # its size is checked against the manifest's
+    total = 0
+    for info in table:
+        if info.name not in ("manifest", weights) and info.raw_size > MAX_SECTION_BYTES:
+            raise ArtifactError(f"section {info.name!r}: raw size {info.raw_size} is over the "
+                                f"{MAX_SECTION_BYTES} bytes a section may have")
+        total += info.raw_size
+        if max_memory_bytes is not None and total > max_memory_bytes:
+            raise ArtifactError(f"section {info.name!r}: {info.raw_size} bytes would bring the sections to "
+                                f"{total} bytes, over max_memory_bytes {max_memory_bytes}")
+
+
+def _decode(buf: bytes, info: SectionInfo) -> bytes:
+    stored = buf[info.offset:info.offset + info.stored_size]
+    if info.codec == "zstd":
+        return _decompress_zstd(info.name, stored, info.raw_size)
+    return stored
+
+
+class _Sections(Mapping[str, bytes]):
+    """An artifact's sections by name, in file order, each decoded on first use.
+
+    read_artifact has checked every checksum, frame header and size bound before this
+    exists; decoding waits until a section is asked for, so reading the manifest (`aot
+    inspect`) never decompresses the weights or the code.
+    """
+
+    def __init__(self, buf: bytes, table: list[SectionInfo], decoded: dict[str, bytes]):
+        self._buf = buf
+        self._by_name = {info.name: info for info in table}
+        self._decoded = dict(decoded)
+
+    def __getitem__(self, name: str) -> bytes:
+        data = self._decoded.get(name)
+        if data is None:
+            data = self._decoded[name] = _decode(self._buf, self._by_name[name])
+        return data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+def read_artifact(path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memoryview], *,
+                  max_memory_bytes: int | None = None) -> Artifact:
+    """Read and fully validate an artifact; raise ArtifactError on any problem.
+
+    The manifest is decoded first, bounded, and checked as the C runtime checks it
+    (aot/manifest_check.py); every other section's size is then bounded (by the manifest,
+    or MAX_SECTION_BYTES, and in total by `max_memory_bytes` when given). The other
+    sections are decoded when first used (`sections[name]`), each into exactly its raw
+    size; a frame damaged behind a valid checksum is an ArtifactError then.
+    """
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        buf = bytes(path_or_bytes)
+    else:
+        try:
+            buf = Path(path_or_bytes).read_bytes()
+        except OSError as e:
+            raise ArtifactError(f"cannot open {os.fspath(path_or_bytes)!r}: {e.strerror or e}") from None
+    table = parse_table(buf)
+    for info in table:
+        stored = buf[info.offset:info.offset + info.stored_size]
+        computed = zlib.crc32(stored) & 0xFFFFFFFF
+        if computed != info.crc32:
+            raise ArtifactError(
+                f"section {info.name!r}: checksum mismatch (stored 0x{info.crc32:08x}, computed 0x{computed:08x})"
+            )
+        if info.codec == "zstd":
+            _check_frame(info.name, stored, info.raw_size)
+    by_name = {info.name: info for info in table}
+    if "manifest" not in by_name:
+        raise ArtifactError("section 'manifest': missing")
+    if by_name["manifest"].raw_size > MAX_MANIFEST_BYTES:
+        raise ArtifactError(f"section 'manifest': raw size {by_name['manifest'].raw_size} is over the "
+                            f"{MAX_MANIFEST_BYTES} bytes a manifest may have")
+    manifest_raw = _decode(buf, by_name["manifest"])
+    manifest = _parse_manifest(manifest_raw)
+    check_manifest(manifest, {info.name: info.raw_size for info in table})
+    _check_bounds(table, manifest, max_memory_bytes)
+    return Artifact(manifest=manifest, sections=_Sections(buf, table, {"manifest": manifest_raw}), table=table)

@@ -64,6 +64,7 @@ def _runtime_sources() -> Path:
 RUNTIME_DIR = _runtime_sources()
 LIB_NAME = "libaot_runtime.so"
 ABI_VERSION = 2  # the oldest C runtime ABI this binding works with (2: AOT_ERR_CHECK_FAILED)
+OPTIONS_ABI_VERSION = 3  # the first with aot_model_options_t (Session's max_memory_bytes)
 
 # aot_status_t
 AOT_OK = 0
@@ -130,6 +131,11 @@ class _ContextOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("num_threads", ctypes.c_uint32)]
 
 
+class _ModelOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("max_memory_bytes", ctypes.c_uint64)]
+
+
 class _TensorInfo(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -174,6 +180,13 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
             [_P, ctypes.POINTER(_Tensor), ctypes.c_uint32, ctypes.POINTER(_Tensor), ctypes.c_uint32, _ERRP],
         ),
     }
+    options = ctypes.POINTER(_ModelOptions)
+    optional = {  # ABI 3
+        "aot_model_open_file_with_options": (ctypes.c_int, [ctypes.c_char_p, options, ctypes.POINTER(_P), _ERRP]),
+        "aot_model_open_memory_with_options": (
+            ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, options, ctypes.POINTER(_P), _ERRP]),
+    }
+    sig.update({name: s for name, s in optional.items() if hasattr(lib, name)})
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
         fn.restype = restype
@@ -296,19 +309,39 @@ class Session:
     """Runs one artifact; see the module docstring for threads and thread-safety."""
 
     def __init__(self, path_or_bytes: Union[str, os.PathLike, bytes, bytearray, memoryview], *,
-                 threads: Optional[int] = None):
+                 threads: Optional[int] = None, max_memory_bytes: Optional[int] = None):
+        """`max_memory_bytes`: the most the model may take (aot_model_options_t in
+        aot_runtime.h: the file's bytes, manifest, code, weights and one arena), counted
+        before each is allocated; over it, RunError naming what. None: no limit beyond the
+        artifact's own (every section bounded by the manifest and the code)."""
         self._lib = load_library()
         self._model = _P()
         self._ctx = _P()
         self._lock = threading.Lock()
         err = _Error()
+        options = None
+        if max_memory_bytes is not None:
+            if isinstance(max_memory_bytes, bool) or not isinstance(max_memory_bytes, int) or max_memory_bytes < 1:
+                raise RunError(f"max_memory_bytes must be a positive integer, got {max_memory_bytes!r}")
+            if self._lib.aot_abi_version() < OPTIONS_ABI_VERSION:
+                raise RunError(f"max_memory_bytes needs C runtime ABI {OPTIONS_ABI_VERSION}, "
+                               f"this one has {self._lib.aot_abi_version()}")
+            options = ctypes.byref(_ModelOptions(ctypes.sizeof(_ModelOptions), 0, min(max_memory_bytes, 2**64 - 1)))
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)
-            st = self._lib.aot_model_open_memory(data, len(data), ctypes.byref(self._model), ctypes.byref(err))
             where = "<memory>"
+            if options is None:
+                st = self._lib.aot_model_open_memory(data, len(data), ctypes.byref(self._model), ctypes.byref(err))
+            else:
+                st = self._lib.aot_model_open_memory_with_options(data, len(data), options, ctypes.byref(self._model),
+                                                                  ctypes.byref(err))
         else:
             where = os.fspath(path_or_bytes)
-            st = self._lib.aot_model_open_file(os.fsencode(where), ctypes.byref(self._model), ctypes.byref(err))
+            if options is None:
+                st = self._lib.aot_model_open_file(os.fsencode(where), ctypes.byref(self._model), ctypes.byref(err))
+            else:
+                st = self._lib.aot_model_open_file_with_options(os.fsencode(where), options,
+                                                                ctypes.byref(self._model), ctypes.byref(err))
         if st != AOT_OK:
             cls = ArtifactError if st in _ARTIFACT_STATUSES else RunError
             raise cls(f"{where}: {_message(err)}")
@@ -337,8 +370,7 @@ class Session:
     def _tensor_table(descs: list[_Desc]) -> ctypes.Array:
         table = (_Tensor * max(len(descs), 1))()
         for i, d in enumerate(descs):
-            nbytes = int(np.prod(d.info.shape, dtype=np.int64)) * d.info.dtype.itemsize
-            table[i] = _Tensor(d.code, len(d.info.shape), d.shape_arr, None, nbytes)
+            table[i] = _Tensor(d.code, len(d.info.shape), d.shape_arr, None, d.byte_size)
         return table
 
     def _describe(self, count_fn, info_fn) -> list[_Desc]:

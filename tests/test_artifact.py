@@ -24,6 +24,8 @@ MANIFEST = {
     "outputs": [{"name": "y", "dtype": "float32", "shape": []}],
     "arena": {"bytes": 0, "alignment": 64},
     "weights": {"section": "weights", "bytes": 4000, "alignment": 64},
+    "cpu": [{"section": "cpu.x86_64", "arch": "x86_64", "entry": "aot_model_entry"}],
+    "kernels": [{"name": "k0", "symbol": "aot_kernel_0", "work": 3, "ops": ["add"]}],
     "zeta": "insertion order is kept, é",
 }
 WEIGHTS = bytes(range(250)) * 16

@@ -1,0 +1,185 @@
+"""The manifest fields the C runtime relies on, checked as runtime_c/src/model.c checks them.
+
+`read_artifact` calls `check_manifest` right after the JSON parse, before any other
+section is decoded, so a manifest edited after compilation (CRCs recomputed) is an
+ArtifactError naming the field, here as in the runtime, and `aot inspect` and the other
+readers use these fields without guarding each. The rules are packaging/FORMAT.md's
+"What the runtime reads". What only the code can confirm (its `aot_code_info`: arena
+and tensor sizes, kernel work and symbols) the runtime compares at open; this reader
+loads no code.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from aot.errors import ArtifactError
+
+MAX_RANK = 32
+MAX_ALIGN = 4096
+MAX_CHECKS = 1 << 20
+INT64_MAX = (1 << 63) - 1
+# a kernel's work: the runtime's chunk arithmetic (index x items) must not overflow int64
+MAX_WORK = INT64_MAX // 4
+CHECKS_VERSION = 2  # the manifest format_version that adds "checks"
+# manifest dtype name -> bytes per element (aot_dtype_size in the C runtime)
+DTYPE_SIZES = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "int16": 2, "int32": 4,
+    "int64": 8, "uint8": 1, "bool": 1, "uint16": 2, "uint32": 4, "uint64": 8, "float8e4m3fn": 1,
+    "float8e4m3fnuz": 1, "float8e5m2": 1, "float8e5m2fnuz": 1,
+}
+
+
+def _fail(message: str) -> ArtifactError:
+    return ArtifactError(f"section 'manifest': {message}")
+
+
+def _object(parent: Mapping[str, Any], key: str, where: str) -> dict:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        raise _fail(f"{where}\"{key}\" must be an object")
+    return value
+
+
+def _array(parent: Mapping[str, Any], key: str, where: str = "") -> list:
+    value = parent.get(key)
+    if not isinstance(value, list):
+        raise _fail(f"{where}\"{key}\" must be an array")
+    return value
+
+
+def _string(obj: Mapping[str, Any], key: str, where: str, required: bool = True) -> str | None:
+    if key not in obj:
+        if required:
+            raise _fail(f"{where}: missing \"{key}\"")
+        return None
+    value = obj[key]
+    if not isinstance(value, str) or "\0" in value:
+        raise _fail(f"{where}: \"{key}\" must be a string without NULs")
+    return value
+
+
+def _int(obj: Mapping[str, Any], key: str, where: str, lo: int, hi: int, default: int | None = None) -> int:
+    if key not in obj:
+        if default is None:
+            raise _fail(f"{where}: missing \"{key}\"")
+        return default
+    value = obj[key]
+    # bool is an int to Python, not to JSON
+    if type(value) is not int or not lo <= value <= hi:
+        raise _fail(f"{where}: \"{key}\" must be an integer in [{lo}, {hi}]")
+    return value
+
+
+def _alignment(obj: Mapping[str, Any], where: str) -> int:
+    align = _int(obj, "alignment", where, 1, MAX_ALIGN, default=64)
+    if align & (align - 1):
+        raise _fail(f"{where}: alignment {align} is not a power of two")
+    return align
+
+
+def _tensors(manifest: Mapping[str, Any], key: str, required: bool) -> None:
+    tensors = _array(manifest, key)
+    if required and not tensors:
+        raise _fail(f"\"{key}\" is empty (a model has at least one)")
+    seen: set[str] = set()
+    for i, t in enumerate(tensors):
+        where = f"{key}[{i}]"
+        if not isinstance(t, dict):
+            raise _fail(f"{where}: must be an object")
+        name = _string(t, "name", where)
+        dtype = _string(t, "dtype", where)
+        if not name:
+            raise _fail(f"{where}: empty name")
+        if name in seen:
+            raise _fail(f"{where}: duplicate name {name!r}")
+        seen.add(name)
+        if dtype not in DTYPE_SIZES:
+            raise _fail(f"{where} ({name!r}): unknown dtype \"{dtype}\"")
+        shape = t.get("shape")
+        if not isinstance(shape, list) or len(shape) > MAX_RANK:
+            raise _fail(f"{where} ({name!r}): \"shape\" must be an array of at most {MAX_RANK} ints")
+        size = DTYPE_SIZES[dtype]
+        for k, dim in enumerate(shape):
+            if type(dim) is not int or dim < 0:
+                raise _fail(f"{where} ({name!r}): shape[{k}] must be a non-negative integer")
+            size *= dim
+            if size > INT64_MAX:
+                raise _fail(f"{where} ({name!r}): byte size overflows")
+
+
+def _weights(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
+    weights = manifest.get("weights")
+    if not isinstance(weights, dict):
+        raise _fail("\"weights\" must be an object (a model without weights has \"bytes\": 0)")
+    section = _string(weights, "section", "weights")
+    size = _int(weights, "bytes", "weights", 0, INT64_MAX)
+    _alignment(weights, "weights")
+    if section not in sections:
+        if size:
+            raise ArtifactError(f"section {section!r}: missing (manifest weights)")
+    elif sections[section] != size:
+        raise ArtifactError(f"section {section!r}: raw size {sections[section]} != {size} bytes in the manifest")
+
+
+def _cpu(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
+    for i, entry in enumerate(_array(manifest, "cpu")):
+        where = f"cpu[{i}]"
+        if not isinstance(entry, dict):
+            raise _fail(f"{where}: must be an object")
+        _string(entry, "arch", where)
+        section = _string(entry, "section", where)
+        if section not in sections:
+            raise ArtifactError(f"section {section!r}: missing (manifest cpu)")
+        for key in ("entry", "checks", "code_info"):
+            _string(entry, key, where, required=False)
+
+
+def _kernels(manifest: Mapping[str, Any]) -> None:
+    for i, kernel in enumerate(_array(manifest, "kernels")):
+        where = f"kernels[{i}]"
+        if not isinstance(kernel, dict):
+            raise _fail(f"{where}: must be an object")
+        _string(kernel, "name", where, required=False)
+        _string(kernel, "symbol", where)
+        _int(kernel, "work", where, 0, MAX_WORK)
+        if "cost_ns" in kernel:
+            _int(kernel, "cost_ns", where, 0, INT64_MAX)
+        ops = kernel.get("ops", [])  # informational, shown by `aot inspect`
+        if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
+            raise _fail(f"{where}: \"ops\" must be an array of strings")
+
+
+def _checks(manifest: Mapping[str, Any], version: int) -> None:
+    checks = manifest.get("checks")
+    if checks is None:
+        return
+    if not isinstance(checks, list):
+        raise _fail("\"checks\" must be an array")
+    if checks and version < CHECKS_VERSION:
+        raise _fail(f"\"checks\" needs format_version {CHECKS_VERSION}, not {version}")
+    if len(checks) > MAX_CHECKS:
+        raise _fail(f"more than {MAX_CHECKS} checks")
+    for i, check in enumerate(checks):
+        where = f"checks[{i}]"
+        if not isinstance(check, dict):
+            raise _fail(f"{where}: must be an object")
+        if not _string(check, "message", where):
+            raise _fail(f"{where}: empty message")
+
+
+def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
+    """Raise ArtifactError unless `manifest` (whose format_version the caller has checked)
+    has every field the runtime relies on, well-formed; `sections` maps each section's
+    name to its raw size."""
+    model = manifest.get("model")
+    if isinstance(model, dict):
+        _string(model, "name", "model", required=False)
+    _tensors(manifest, "inputs", required=False)
+    _tensors(manifest, "outputs", required=True)
+    arena = _object(manifest, "arena", "")
+    _int(arena, "bytes", "arena", 0, INT64_MAX)
+    _alignment(arena, "arena")
+    _weights(manifest, sections)
+    _cpu(manifest, sections)
+    _kernels(manifest)
+    _checks(manifest, manifest["format_version"])
