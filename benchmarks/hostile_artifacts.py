@@ -1,0 +1,263 @@
+"""Hostile artifacts against the C runtime: damaged, edited and bomb artifacts made from
+real ones (benchmarks/hostile_cases.py), each opened and, when it opens, run, in a
+subprocess of its own with its address space capped and a time limit.
+
+    python benchmarks/hostile_artifacts.py [--mem-mib 1024] [--timeout 10] [--jobs 2]
+                                           [--per-family N] [--family F]... [--save DIR] [--json]
+
+Each case ends as one of:
+  error     the runtime refused it with a status and a message
+  ok        it opened and ran (zeroed inputs, on 1 and on 3 threads), or it opened
+            and its inputs and outputs are too large to feed
+  crash     the process died from a signal
+  hang      it ran past --timeout
+  memory    it needed more memory than the cap: an allocation failed (AOT_ERR_NO_MEMORY
+            whose message does not cite max_memory_bytes), or its peak RSS passed
+            half the cap
+Where the runtime has aot_model_options_t (ABI 3), each case is opened with
+max_memory_bytes at half the cap, as a server would. The table counts outcomes by
+family; the exit status is 1 when any case crashed, hung or ran over memory.
+Failing cases are written to --save (default: a new directory under /tmp) to
+reproduce with `--replay FILE`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+OUTCOMES = ("error", "ok", "crash", "hang", "memory")
+FAILURES = ("crash", "hang", "memory")
+RUN_BYTES_MAX = 64 << 20  # zeroed inputs and outputs one run may allocate
+RUN_THREADS = (1, 3)
+
+
+@dataclass
+class Result:
+    family: str
+    name: str
+    outcome: str
+    detail: str
+    seconds: float
+
+
+# ---------------------------------------------------------------- child
+
+def child(path: str, mem_bytes: int) -> None:
+    """Open and run one artifact through the C API; print one JSON line {"outcome", "detail", "maxrss"}.
+
+    The C API (through the binding's ctypes declarations) rather than Session, so
+    that each refusal keeps its status code.
+    """
+    import ctypes
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    from aot import runtime
+
+    lib = runtime.load_library()
+    err = runtime._Error()
+
+    class ModelOptions(ctypes.Structure):  # aot_model_options_t (aot_runtime.h, ABI 3)
+        _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                    ("max_memory_bytes", ctypes.c_uint64)]
+
+    def report(outcome: str, detail: str) -> None:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(json.dumps({"outcome": outcome, "detail": detail[:300], "maxrss": rss}), flush=True)
+
+    def refused(st: int, stage: str) -> None:
+        message = err.message.decode("utf-8", "replace")
+        # an allocation that failed under the cap, unless the runtime refused by a limit
+        over = st == runtime.AOT_ERR_NO_MEMORY and "max_memory_bytes" not in message and "limit" not in message
+        report("memory" if over else "error", f"{stage}: {lib.aot_status_string(st).decode()}: {message}")
+
+    model = ctypes.c_void_p()
+    if hasattr(lib, "aot_model_open_file_with_options"):  # ABI 3: the caller's memory limit, half the cap
+        opts = ModelOptions(ctypes.sizeof(ModelOptions), 0, mem_bytes // 2)
+        lib.aot_model_open_file_with_options.argtypes = [ctypes.c_char_p, ctypes.POINTER(ModelOptions),
+                                                         ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(runtime._Error)]
+        st = lib.aot_model_open_file_with_options(os.fsencode(path), ctypes.byref(opts), ctypes.byref(model),
+                                                  ctypes.byref(err))
+    else:
+        st = lib.aot_model_open_file(os.fsencode(path), ctypes.byref(model), ctypes.byref(err))
+    if st:
+        return refused(st, "open")
+    ni, no = lib.aot_model_input_count(model), lib.aot_model_output_count(model)
+    tensors = (runtime._Tensor * max(ni + no, 1))()
+    buffers, nbytes = [], 0
+    for i in range(ni + no):
+        info = runtime._TensorInfo()
+        get = lib.aot_model_input_info if i < ni else lib.aot_model_output_info
+        if (st := get(model, i if i < ni else i - ni, ctypes.byref(info), ctypes.byref(err))):
+            return refused(st, "info")
+        nbytes += info.byte_size
+        if nbytes > RUN_BYTES_MAX:
+            lib.aot_model_close(model)
+            return report("ok", f"opened; over {RUN_BYTES_MAX} bytes of inputs and outputs, not run")
+        buffers.append(ctypes.create_string_buffer(max(info.byte_size, 1)))
+        tensors[i] = runtime._Tensor(info.dtype, info.rank, info.shape,
+                                     ctypes.cast(buffers[-1], ctypes.c_void_p), info.byte_size)
+    for threads in RUN_THREADS:
+        ctx = ctypes.c_void_p()
+        opts = runtime._ContextOptions(ctypes.sizeof(runtime._ContextOptions), threads)
+        if (st := lib.aot_context_create(model, ctypes.byref(opts), ctypes.byref(ctx), ctypes.byref(err))):
+            return refused(st, "context")
+        outputs = ctypes.cast(ctypes.byref(tensors, ni * ctypes.sizeof(runtime._Tensor)),
+                              ctypes.POINTER(runtime._Tensor))
+        st = lib.aot_run(ctx, tensors, ni, outputs, no, ctypes.byref(err))
+        lib.aot_context_destroy(ctx)
+        if st:
+            return refused(st, f"run on {threads} threads")
+    lib.aot_model_close(model)
+    report("ok", "ran")
+
+
+# ---------------------------------------------------------------- parent
+
+def run_case(path: Path, family: str, name: str, mem_bytes: int, timeout: float, env: dict) -> Result:
+    start = time.perf_counter()
+    cmd = [sys.executable, __file__, "--child", str(path), "--mem-bytes", str(mem_bytes)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return Result(family, name, "hang", f"over {timeout:g} s", time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if p.returncode < 0:
+        return Result(family, name, "crash", f"signal {-p.returncode}: {p.stderr.strip()[-300:]}", seconds)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip() or p.stdout.strip())[-300:]
+        outcome = "memory" if "MemoryError" in tail else "crash"
+        return Result(family, name, outcome, f"exit {p.returncode}: {tail}", seconds)
+    r = json.loads(lines[-1])
+    outcome = r["outcome"]
+    if outcome in ("ok", "error") and r["maxrss"] > mem_bytes // 2:
+        outcome, r["detail"] = "memory", f"peak RSS {r['maxrss'] >> 20} MiB; {r['detail']}"
+    return Result(family, name, outcome, r["detail"], seconds)
+
+
+def table(results: list[Result]) -> str:
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        counts[r.family][r.outcome] += 1
+    rows = [("family", "cases", *OUTCOMES)]
+    for family in sorted(counts, key=lambda f: list(dict.fromkeys(r.family for r in results)).index(f)):
+        c = counts[family]
+        rows.append((family, str(sum(c.values())), *(str(c[o]) for o in OUTCOMES)))
+    total = Counter(r.outcome for r in results)
+    rows.append(("total", str(len(results)), *(str(total[o]) for o in OUTCOMES)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
+                     for row in rows)
+
+
+def select(cases: list, families: list[str] | None, per_family: int | None) -> list:
+    """Cases of the given families; with per_family, that many spread evenly over each family."""
+    by_family: dict[str, list] = defaultdict(list)
+    for c in cases:
+        if not families or c.family in families:
+            by_family[c.family].append(c)
+    out = []
+    for group in by_family.values():
+        if per_family is None or len(group) <= per_family:
+            out += group
+        else:
+            step = len(group) / per_family
+            out += [group[int(i * step)] for i in range(per_family)]
+    return out
+
+
+def run_all(cases: list, work_dir: Path, mem_bytes: int, timeout: float, jobs: int,
+            log=None) -> list[Result]:
+    from aot import runtime
+
+    env = dict(os.environ, AOT_RUNTIME_LIB=str(runtime.library_path()))  # built once, shared by every child
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's pool would count against the cap
+    work_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, c in enumerate(cases):
+        path = work_dir / f"{i:04d}-{c.family}-{c.name}.aot"[:200]
+        path.write_bytes(c.data)
+        paths.append(path)
+
+    def one(i: int) -> Result:
+        r = run_case(paths[i], cases[i].family, cases[i].name, mem_bytes, timeout, env)
+        if log:
+            log(r)
+        return r
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, range(len(cases))))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mem-mib", type=int, default=1024, help="address-space cap of each case's process")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds each case may take")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--per-family", type=int, help="run only this many cases of each family")
+    ap.add_argument("--family", action="append", help="only this family (repeatable)")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the bit flips")
+    ap.add_argument("--save", type=Path, help="where failing cases are kept (default: a new dir under /tmp)")
+    ap.add_argument("--replay", type=Path, help="run one saved case and print its result")
+    ap.add_argument("--json", action="store_true", help="print every result as JSON lines")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--mem-bytes", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.mem_bytes)
+        return 0
+    mem = args.mem_mib << 20
+    if args.replay:
+        from aot import runtime
+
+        env = dict(os.environ, AOT_RUNTIME_LIB=str(runtime.library_path()), OPENBLAS_NUM_THREADS="1")
+        r = run_case(args.replay, "replay", args.replay.name, mem, args.timeout, env)
+        print(f"{r.outcome}: {r.detail}")
+        return 1 if r.outcome in FAILURES else 0
+
+    from hostile_cases import generate
+    from seed_artifacts import compile_seeds
+
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        started = time.perf_counter()
+        seeds = compile_seeds(Path(tmp) / "seeds")
+        cases = select(generate(seeds, seed=args.seed), args.family, args.per_family)
+        print(f"{len(cases)} cases from {len(seeds)} artifacts compiled by aot "
+              f"({', '.join(s.name for s in seeds)}), {time.perf_counter() - started:.1f} s; "
+              f"cap {args.mem_mib} MiB, timeout {args.timeout:g} s", flush=True)
+
+        def log(r: Result) -> None:
+            if args.json:
+                print(json.dumps(r.__dict__), flush=True)
+            elif r.outcome in FAILURES:
+                print(f"  {r.outcome:9} {r.family}/{r.name}: {r.detail[:200]}", flush=True)
+
+        results = run_all(cases, Path(tmp) / "cases", mem, args.timeout, args.jobs, log)
+        failed = [(c, r) for c, r in zip(cases, results) if r.outcome in FAILURES]
+        if failed:
+            save = args.save or Path(tempfile.mkdtemp(prefix="hostile-failures-"))
+            save.mkdir(parents=True, exist_ok=True)
+            for c, r in failed:
+                (save / f"{r.outcome}-{c.family}-{c.name}.aot"[:200]).write_bytes(c.data)
+        print(table(results))
+        print(f"{len(results)} cases in {time.perf_counter() - started:.0f} s")
+        if failed:
+            print(f"{len(failed)} failing cases saved to {save} (replay: --replay FILE)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
