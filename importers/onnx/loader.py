@@ -17,26 +17,8 @@ from onnx import TensorProto
 from aot.errors import ModelError, Spelling, UnsupportedError, spelled
 from aot.ir.types import DType
 
-# ONNX element types aot compiles; every other one is refused by name.
-ONNX_DTYPES: dict[int, DType] = {
-    TensorProto.FLOAT: DType.F32,
-    TensorProto.DOUBLE: DType.F64,
-    TensorProto.FLOAT16: DType.F16,
-    TensorProto.BFLOAT16: DType.BF16,
-    TensorProto.INT8: DType.I8,
-    TensorProto.INT16: DType.I16,
-    TensorProto.INT32: DType.I32,
-    TensorProto.INT64: DType.I64,
-    TensorProto.UINT8: DType.U8,
-    TensorProto.UINT16: DType.U16,
-    TensorProto.UINT32: DType.U32,
-    TensorProto.UINT64: DType.U64,
-    TensorProto.BOOL: DType.BOOL,
-    TensorProto.FLOAT8E4M3FN: DType.F8E4M3FN,
-    TensorProto.FLOAT8E4M3FNUZ: DType.F8E4M3FNUZ,
-    TensorProto.FLOAT8E5M2: DType.F8E5M2,
-    TensorProto.FLOAT8E5M2FNUZ: DType.F8E5M2FNUZ,
-}
+# ONNX element types aot compiles (aot.ir.types.DType's table); every other one is refused by name.
+ONNX_DTYPES: dict[int, DType] = {TensorProto.DataType.Value(d.onnx_name): d for d in DType}
 
 
 def onnx_dtype_name(elem_type: int) -> str:
