@@ -22,7 +22,7 @@ def __getattr__(name: str):
 
         return compile_model
     if name == "Session":
-        from aot.runtime import Session
+        from aot.runtime.session import Session
 
         return Session
     raise AttributeError(f"module 'aot' has no attribute {name!r}")

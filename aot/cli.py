@@ -201,7 +201,7 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
     import numpy as np
 
     from aot.inspect import display_name
-    from aot.runtime import Session
+    from aot.runtime.session import Session
 
     if output_dir is not None:
         _make_dir(output_dir, "--output-dir")

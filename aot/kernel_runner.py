@@ -2,7 +2,7 @@
 
 For tools, not for serving: `aot verify` bisects a mismatch to the first kernel
 whose result diverges, the kernel profiler times kernels one by one. The C runtime
-(aot.runtime.Session) is what runs artifacts; this skips its thread pool and its
+(aot.runtime.session.Session) is what runs artifacts; this skips its thread pool and its
 run-time checks, and the host must be able to run the code's CPU.
 
     code = load_code(artifact_bytes, feeds)      # feeds: one array per model input, in order

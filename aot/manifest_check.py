@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from aot.errors import ArtifactError
+from aot.ir.types import DType
 
 MAX_RANK = 32
 MAX_ALIGN = 4096
@@ -21,12 +22,6 @@ INT64_MAX = (1 << 63) - 1
 # a kernel's work: the runtime's chunk arithmetic (index x items) must not overflow int64
 MAX_WORK = INT64_MAX // 4
 CHECKS_VERSION = 2  # the manifest format_version that adds "checks"
-# manifest dtype name -> bytes per element (aot_dtype_size in the C runtime)
-DTYPE_SIZES = {
-    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "int16": 2, "int32": 4,
-    "int64": 8, "uint8": 1, "bool": 1, "uint16": 2, "uint32": 4, "uint64": 8, "float8e4m3fn": 1,
-    "float8e4m3fnuz": 1, "float8e5m2": 1, "float8e5m2fnuz": 1,
-}
 
 
 def _fail(message: str) -> ArtifactError:
@@ -93,12 +88,13 @@ def _tensors(manifest: Mapping[str, Any], key: str, required: bool) -> None:
         if name in seen:
             raise _fail(f"{where}: duplicate name {name!r}")
         seen.add(name)
-        if dtype not in DTYPE_SIZES:
+        element = DType.from_manifest_name(dtype)
+        if element is None:
             raise _fail(f"{where} ({name!r}): unknown dtype \"{dtype}\"")
         shape = t.get("shape")
         if not isinstance(shape, list) or len(shape) > MAX_RANK:
             raise _fail(f"{where} ({name!r}): \"shape\" must be an array of at most {MAX_RANK} ints")
-        size = DTYPE_SIZES[dtype]
+        size = element.itemsize
         for k, dim in enumerate(shape):
             if type(dim) is not int or dim < 0:
                 raise _fail(f"{where} ({name!r}): shape[{k}] must be a non-negative integer")

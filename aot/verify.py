@@ -199,7 +199,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
     """Compile `model` for `cpu` (or load `artifact`, built from it), run both and compare."""
     from aot.artifact import read_artifact
     from aot.driver import compile_model, import_model
-    from aot.runtime import Session
+    from aot.runtime.session import Session
 
     model = Path(model)
     bind = dict(bind or {})

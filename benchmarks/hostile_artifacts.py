@@ -63,14 +63,11 @@ def child(path: str, mem_bytes: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
-    from aot import runtime
+    from aot.runtime import abi
+    from aot.runtime.library import load_library
 
-    lib = runtime.load_library()
-    err = runtime._Error()
-
-    class ModelOptions(ctypes.Structure):  # aot_model_options_t (aot_runtime.h, ABI 3)
-        _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                    ("max_memory_bytes", ctypes.c_uint64)]
+    lib = load_library()
+    err = abi.CError()
 
     def report(outcome: str, detail: str) -> None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -79,14 +76,12 @@ def child(path: str, mem_bytes: int) -> None:
     def refused(st: int, stage: str) -> None:
         message = err.message.decode("utf-8", "replace")
         # an allocation that failed under the cap, unless the runtime refused by a limit
-        over = st == runtime.AOT_ERR_NO_MEMORY and "max_memory_bytes" not in message and "limit" not in message
+        over = st == abi.AOT_ERR_NO_MEMORY and "max_memory_bytes" not in message and "limit" not in message
         report("memory" if over else "error", f"{stage}: {lib.aot_status_string(st).decode()}: {message}")
 
     model = ctypes.c_void_p()
     if hasattr(lib, "aot_model_open_file_with_options"):  # ABI 3: the caller's memory limit, half the cap
-        opts = ModelOptions(ctypes.sizeof(ModelOptions), 0, mem_bytes // 2)
-        lib.aot_model_open_file_with_options.argtypes = [ctypes.c_char_p, ctypes.POINTER(ModelOptions),
-                                                         ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(runtime._Error)]
+        opts = abi.CModelOptions(ctypes.sizeof(abi.CModelOptions), 0, mem_bytes // 2)
         st = lib.aot_model_open_file_with_options(os.fsencode(path), ctypes.byref(opts), ctypes.byref(model),
                                                   ctypes.byref(err))
     else:
@@ -94,10 +89,10 @@ def child(path: str, mem_bytes: int) -> None:
     if st:
         return refused(st, "open")
     ni, no = lib.aot_model_input_count(model), lib.aot_model_output_count(model)
-    tensors = (runtime._Tensor * max(ni + no, 1))()
+    tensors = (abi.CTensor * max(ni + no, 1))()
     buffers, nbytes = [], 0
     for i in range(ni + no):
-        info = runtime._TensorInfo()
+        info = abi.CTensorInfo()
         get = lib.aot_model_input_info if i < ni else lib.aot_model_output_info
         if (st := get(model, i if i < ni else i - ni, ctypes.byref(info), ctypes.byref(err))):
             return refused(st, "info")
@@ -106,15 +101,15 @@ def child(path: str, mem_bytes: int) -> None:
             lib.aot_model_close(model)
             return report("ok", f"opened; over {RUN_BYTES_MAX} bytes of inputs and outputs, not run")
         buffers.append(ctypes.create_string_buffer(max(info.byte_size, 1)))
-        tensors[i] = runtime._Tensor(info.dtype, info.rank, info.shape,
-                                     ctypes.cast(buffers[-1], ctypes.c_void_p), info.byte_size)
+        tensors[i] = abi.CTensor(info.dtype, info.rank, info.shape,
+                                 ctypes.cast(buffers[-1], ctypes.c_void_p), info.byte_size)
     for threads in RUN_THREADS:
         ctx = ctypes.c_void_p()
-        opts = runtime._ContextOptions(ctypes.sizeof(runtime._ContextOptions), threads)
+        opts = abi.CContextOptions(ctypes.sizeof(abi.CContextOptions), threads)
         if (st := lib.aot_context_create(model, ctypes.byref(opts), ctypes.byref(ctx), ctypes.byref(err))):
             return refused(st, "context")
-        outputs = ctypes.cast(ctypes.byref(tensors, ni * ctypes.sizeof(runtime._Tensor)),
-                              ctypes.POINTER(runtime._Tensor))
+        outputs = ctypes.cast(ctypes.byref(tensors, ni * ctypes.sizeof(abi.CTensor)),
+                              ctypes.POINTER(abi.CTensor))
         st = lib.aot_run(ctx, tensors, ni, outputs, no, ctypes.byref(err))
         lib.aot_context_destroy(ctx)
         if st:
@@ -180,9 +175,9 @@ def select(cases: list, families: list[str] | None, per_family: int | None) -> l
 
 def run_all(cases: list, work_dir: Path, mem_bytes: int, timeout: float, jobs: int,
             log=None) -> list[Result]:
-    from aot import runtime
+    from aot.runtime.library import library_path
 
-    env = dict(os.environ, AOT_RUNTIME_LIB=str(runtime.library_path()))  # built once, shared by every child
+    env = dict(os.environ, AOT_RUNTIME_LIB=str(library_path()))  # built once, shared by every child
     env.pop("OPENBLAS_NUM_THREADS", None)
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's pool would count against the cap
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -221,9 +216,9 @@ def main() -> int:
         return 0
     mem = args.mem_mib << 20
     if args.replay:
-        from aot import runtime
+        from aot.runtime.library import library_path
 
-        env = dict(os.environ, AOT_RUNTIME_LIB=str(runtime.library_path()), OPENBLAS_NUM_THREADS="1")
+        env = dict(os.environ, AOT_RUNTIME_LIB=str(library_path()), OPENBLAS_NUM_THREADS="1")
         r = run_case(args.replay, "replay", args.replay.name, mem, args.timeout, env)
         print(f"{r.outcome}: {r.detail}")
         return 1 if r.outcome in FAILURES else 0

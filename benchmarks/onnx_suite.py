@@ -214,7 +214,7 @@ def compare_outputs(outputs: Sequence[Any], expected: Sequence[Any], rtol: float
 def run_aot(case: Case) -> Result:
     from aot.driver import compile_model
     from aot.errors import CodegenError, ModelError, UnsupportedError
-    from aot.runtime import Session
+    from aot.runtime.session import Session
 
     result = Result(case.name, case.suite, "passed")
     first_inputs = [_as_array(x) for x in case.data_sets[0][0]] if case.data_sets else []

@@ -18,7 +18,7 @@ from aot.artifact import pack_artifact, read_artifact
 from aot.codegen.cpu.target import X86_CHECKED_FEATURES, CpuTarget
 from aot.driver import compile_model
 from aot.errors import ArtifactError
-from aot.runtime import Session
+from aot.runtime.session import Session
 
 X86 = platform.machine() == "x86_64"
 needs_x86 = pytest.mark.skipif(not X86, reason="x86-64 features are checked on x86-64 machines")

@@ -3,19 +3,17 @@ against numpy / ml_dtypes (the float8 conversions exhaustively over the codes an
 f64 -> f16 rounded once, on every f16 tie."""
 from __future__ import annotations
 
-import ctypes
-
 import ml_dtypes
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from aot import runtime
 from aot.codegen.cpu import CpuTarget
 from aot.driver import compile_model
 from aot.errors import UnsupportedError
 from aot.ir.types import FLOAT8_FORMATS, DType, float8_saturate
-from aot.runtime import Session
+from aot.runtime.library import load_library
+from aot.runtime.session import Session
 
 NEW_DTYPES = [DType.U16, DType.U32, DType.U64, DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2, DType.F8E5M2FNUZ]
 ONNX_TYPE = {
@@ -65,15 +63,12 @@ def test_dtype_round_trips_numpy_and_ir_text(dtype):
     assert dtype.itemsize == dtype.to_numpy().itemsize
 
 
-def test_c_runtime_knows_the_new_manifest_names():
-    lib = ctypes.CDLL(str(runtime.library_path()))
-    lib.aot_dtype_name.restype = ctypes.c_char_p
-    lib.aot_dtype_size.restype = ctypes.c_uint32
-    for code, (np_dtype, _) in runtime._DTYPES.items():
-        name = lib.aot_dtype_name(code).decode()
-        dtype = next(d for d in DType if d.manifest_name == name)
-        assert lib.aot_dtype_size(code) == dtype.itemsize
-        assert np_dtype == dtype.to_numpy()
+def test_c_runtime_names_and_sizes_every_dtype():
+    lib = load_library()
+    for dtype in DType:
+        assert lib.aot_dtype_name(dtype.abi_code).decode() == dtype.manifest_name
+        assert lib.aot_dtype_size(dtype.abi_code) == dtype.itemsize == dtype.to_numpy().itemsize
+    assert lib.aot_dtype_name(0).decode() == "invalid" and lib.aot_dtype_size(0) == 0
 
 
 def test_rejects_float8e8m0_by_name():

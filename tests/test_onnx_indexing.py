@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aot.driver import compile_model, import_model
 from aot.errors import RunError
-from aot.runtime import Session
+from aot.runtime.session import Session
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(7)

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot import runtime
-from aot.artifact import pack_artifact, read_artifact
+from aot.artifact import FORMAT_VERSION, pack_artifact, read_artifact
 from aot.errors import ArtifactError, RunError
+from aot.runtime.library import build_runtime
+from aot.runtime.session import Session
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
 CC = shutil.which(os.environ.get("CC", "cc"))
@@ -33,7 +34,7 @@ W = (0.5 + 0.25 * np.arange(37)).astype(np.float32)
 
 def _manifest(symbol1: str = "aot_kernel_1") -> dict:
     return {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "compiler": {"name": "aot", "version": "0.1.0"},
         "model": {"name": "axpb", "source_sha256": "0" * 64},
         "inputs": [{"name": "x", "dtype": "float32", "shape": [4, 37]}],
@@ -52,8 +53,8 @@ def _manifest(symbol1: str = "aot_kernel_1") -> dict:
 @pytest.fixture(scope="module")
 def lib_path(tmp_path_factory) -> Path:
     cache = tmp_path_factory.mktemp("cache")
-    path = runtime.build_runtime(cache=cache)
-    assert runtime.build_runtime(cache=cache) == path  # cached: no second build
+    path = build_runtime(cache=cache)
+    assert build_runtime(cache=cache) == path  # cached: no second build
     return path
 
 
@@ -106,7 +107,7 @@ def test_session_runs(blob, tmp_path):
     want_y, want_s = _expected(x)
     for src in (path, str(path), blob):
         for threads in (None, 1, 3):
-            with runtime.Session(src, threads=threads) as s:
+            with Session(src, threads=threads) as s:
                 ins, outs = s.get_inputs(), s.get_outputs()
                 assert [(i.name, i.shape, i.dtype, i.type) for i in ins] == [("x", [4, 37], np.float32, "tensor(float)")]
                 assert [(o.name, o.shape) for o in outs] == [("y", [4, 37]), ("s", [])]
@@ -120,7 +121,7 @@ def test_session_runs(blob, tmp_path):
 
 def test_session_threads_match(blob):
     x = np.arange(148, dtype=np.float32).reshape(4, 37)[:, ::-1] * -1.5  # not contiguous
-    with runtime.Session(blob, threads=1) as s1, runtime.Session(blob, threads=4) as s4:
+    with Session(blob, threads=1) as s1, Session(blob, threads=4) as s4:
         a = s1.run(None, {"x": x})
         for _ in range(20):
             b = s4.run(None, {"x": x})
@@ -133,7 +134,7 @@ def test_sessions_in_parallel_threads(blob):
 
     def work(seed):
         try:
-            with runtime.Session(blob, threads=2) as s:
+            with Session(blob, threads=2) as s:
                 rng = np.random.default_rng(seed)
                 for _ in range(50):
                     x = rng.standard_normal((4, 37)).astype(np.float32)
@@ -152,7 +153,7 @@ def test_sessions_in_parallel_threads(blob):
 
 def test_session_input_errors(blob):
     x = np.zeros((4, 37), np.float32)
-    with runtime.Session(blob) as s:
+    with Session(blob) as s:
         with pytest.raises(RunError, match=r"input 'x': expected shape \[4,37\], got \[4,36\]"):
             s.run(None, {"x": np.zeros((4, 36), np.float32)})
         with pytest.raises(RunError, match="input 'x': expected dtype float32, got float64"):
@@ -170,12 +171,12 @@ def test_session_input_errors(blob):
 
 def test_session_open_errors(code, tmp_path):
     with pytest.raises(ArtifactError, match="cannot open"):
-        runtime.Session(tmp_path / "missing.aot")
+        Session(tmp_path / "missing.aot")
     bad = pack_artifact(_manifest("aot_kernel_7"), [("weights", W.tobytes()), (f"cpu.{ARCH}", code)])
     with pytest.raises(ArtifactError, match="missing symbol 'aot_kernel_7'"):
-        runtime.Session(bad)
+        Session(bad)
     with pytest.raises(RunError, match="threads"):
-        runtime.Session(pack_artifact(_manifest(), [("weights", W.tobytes()), (f"cpu.{ARCH}", code)]), threads=0)
+        Session(pack_artifact(_manifest(), [("weights", W.tobytes()), (f"cpu.{ARCH}", code)]), threads=0)
 
 
 def test_python_and_c_readers_agree(blob):
@@ -184,8 +185,8 @@ def test_python_and_c_readers_agree(blob):
 
 _CORRUPTION_SCRIPT = textwrap.dedent("""
     import sys
-    from aot import runtime
     from aot.artifact import read_artifact
+    from aot.runtime.session import Session
     from aot.errors import ArtifactError
     blob = open(sys.argv[1], "rb").read()
     table = read_artifact(blob).table
@@ -197,7 +198,7 @@ _CORRUPTION_SCRIPT = textwrap.dedent("""
     checked = 0
     for n in range(len(blob)):
         try:
-            runtime.Session(blob[:n])
+            Session(blob[:n])
         except ArtifactError as e:
             assert "truncated" in str(e), (n, str(e))
             checked += 1
@@ -207,7 +208,7 @@ _CORRUPTION_SCRIPT = textwrap.dedent("""
         bad = bytearray(blob)
         bad[i] ^= 0xFF
         try:
-            runtime.Session(bytes(bad))
+            Session(bytes(bad))
         except ArtifactError as e:
             who = owner(i)
             assert who is None or who in str(e), (i, who, str(e))
@@ -240,7 +241,7 @@ def test_build_failure_is_run_error(tmp_path):
     (fake / "include").mkdir()
     (fake / "Makefile").write_text("all:\n\t@echo broken-build-output; exit 3\n")
     with pytest.raises(RunError, match="broken-build-output"):
-        runtime.build_runtime(root=fake, cache=tmp_path / "cache")
+        build_runtime(root=fake, cache=tmp_path / "cache")
 
 
 def test_extra_dtypes_and_empty_tensors(code):
@@ -252,7 +253,7 @@ def test_extra_dtypes_and_empty_tensors(code):
     m["cpu"][0]["code_info"] = "aot_code_info_extra_inputs"  # testmodel.c's record of these inputs
     blob = pack_artifact(m, [("weights", W.tobytes()), (f"cpu.{ARCH}", code)])
     x = np.ones((4, 37), np.float32)
-    with runtime.Session(blob) as s:
+    with Session(blob) as s:
         types = [i.type for i in s.get_inputs()]
         assert types == ["tensor(float)", "tensor(bool)", "tensor(bfloat16)", "tensor(int64)"]
         feeds = {"x": x, "e": np.zeros((0, 3), bool), "b": np.zeros(2, np.uint16), "i": np.int64(3)}

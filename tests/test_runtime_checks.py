@@ -27,7 +27,7 @@ from aot.ir.printer import print_graph
 from aot.passes.buffers import assign_buffers
 from aot.passes.const_fold import ConstFold
 from aot.passes.fusion import fuse
-from aot.runtime import Session
+from aot.runtime.session import Session
 
 SHAPES = {"x": (1, 10)}
 X = (np.arange(10, dtype=np.float32) - 4.5).reshape(1, 10)

@@ -70,7 +70,7 @@ def check_case(case: FuzzCase) -> Outcome:
         frames = "".join(traceback.format_exception(err)[-3:])
         return Outcome("compile_error", f"{type(err).__name__}: {err}\n{frames}")
     try:
-        from aot.runtime import Session
+        from aot.runtime.session import Session
 
         got = Session(artifact, threads=case.threads).run(None, case.feeds())
     except Exception as err:
