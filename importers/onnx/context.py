@@ -8,7 +8,7 @@ one number into a weight).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +16,15 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from aot.errors import ModelError, UnsupportedError
+from aot.errors import AotError, IRError, ModelError, UnsupportedError
 from aot.ir import Builder, DType, Graph, Value
 from aot.ir.builder import normalize_attr
 from aot.ir.types import FLOAT8_FORMATS
 from aot.ir.types import TensorType
 from aot.ops import evaluate, infer_type
 from aot.registry import registry
+
+from .loader import tensor_to_array
 
 # Fold results up to this many elements even when they grow (shape vectors, small masks).
 FOLD_SMALL_ELEMENTS = 64
@@ -31,19 +33,58 @@ FOLD_SMALL_ELEMENTS = 64
 class Ctx:
     """State of one import: the IR graph, ONNX name -> Value, and the node being lowered."""
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, tables: Mapping[str, Mapping[str, Lowering]]):
         self.graph = graph
         self.opset = opset
+        self.tables = tables  # node domain -> ONNX op type -> lowering
         self.env: dict[str, Value] = {}
         self.pending: dict[str, onnx.TensorProto] = {}  # initializers not materialised yet
         self.unavailable: dict[str, str] = {}  # outputs aot does not produce -> why
         self.b = Builder(graph)
 
+    # -- nodes ----------------------------------------------------------------
+    def lower_node(self, node: onnx.NodeProto, index: int) -> None:
+        """Lower one ONNX node through the op tables, binding its outputs' names.
+
+        Subgraphs (If, Loop, Scan) come back here for their nodes: the tables
+        are the context's, so the op modules need not import the one that
+        assembles them.
+        """
+        name = node_name(node, index)
+        self.node_name, self.node_op = name, node.op_type
+        self.b.loc = name
+        operands: list[Value | None] = []
+        for input_name in node.input:
+            if not input_name:
+                operands.append(None)
+                continue
+            if input_name in self.unavailable:
+                raise UnsupportedError(self.unavailable[input_name])
+            if input_name not in self.env and input_name not in self.pending:
+                raise ModelError(f"node '{name}' ({node.op_type}) reads '{input_name}', which is defined nowhere before it")
+            operands.append(self.value(input_name))
+        args = NodeArgs(node, operands, parse_attrs(node))
+        try:
+            outputs = self.tables[node.domain or ""][node.op_type](self, args)
+        except AotError as err:
+            if name in str(err):
+                raise
+            # a shape rule refusing the operands means the model is inconsistent, not that the IR is broken
+            kind = ModelError if isinstance(err, IRError) else type(err)
+            raise kind(f"node '{name}' ({node.op_type}, opset {self.opset}): {err}") from None
+        for i, out_name in enumerate(node.output):
+            if not out_name:
+                continue
+            if i >= len(outputs) or outputs[i] is None:
+                # only an error if something reads it (Dropout's mask, MaxPool's indices)
+                self.unavailable[out_name] = (f"node '{name}' ({node.op_type}, opset {self.opset}): "
+                                              f"output {i} ('{out_name}') is not supported")
+                continue
+            self.env[out_name] = outputs[i]
+
     # -- values -------------------------------------------------------------
     def value(self, name: str) -> Value:
         if name not in self.env and name in self.pending:
-            from .loader import tensor_to_array
-
             array = tensor_to_array(self.pending.pop(name), f"initializer '{name}'")
             self.env[name] = Builder(self.graph).constant(array, name=self.graph.fresh_name(name))
         return self.env[name]
@@ -178,6 +219,10 @@ class NodeArgs:
         return len(self.node.output)
 
 
+def node_name(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
 def parse_attrs(node: onnx.NodeProto) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for attr in node.attribute:
@@ -202,6 +247,16 @@ Lowering = Callable[[Ctx, NodeArgs], list[Value]]
 def op_registry() -> tuple[dict[str, Lowering], Callable[..., Callable[[Lowering], Lowering]]]:
     """A module's op table and its `@op("OpType", ...)` decorator."""
     return registry()
+
+
+def static_ints(ctx: Ctx, v: Value | None, what: str) -> list[int] | None:
+    """The integer contents of a compile-time-known operand (None if the operand is omitted)."""
+    if v is None:
+        return None
+    array = ctx.const(v)
+    if array is None:
+        raise ctx.unsupported(f"{what} must be known at compile time (an initializer, a Constant, or foldable)")
+    return [int(x) for x in array.reshape(-1)]
 
 
 def take_index(ctx: Ctx, v: Value, axis: int, index: int) -> Value:

@@ -22,7 +22,7 @@ visible only inside it, so one body can be lowered once per iteration.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -33,6 +33,7 @@ from aot.ir import DType, Value
 from aot.ops import CHECKS
 
 from .context import Ctx, NodeArgs, op_registry, take_index
+from .loader import tensor_to_array
 
 OPS, op = op_registry()
 
@@ -50,7 +51,7 @@ def _defined_names(graph: onnx.GraphProto) -> list[str]:
     return names
 
 
-def _unsupported_ops(graph: onnx.GraphProto, table: dict) -> list[str]:
+def _unsupported_ops(graph: onnx.GraphProto, table: Mapping[str, object]) -> list[str]:
     found = []
     for node in graph.node:
         if (node.domain or "") not in ("", "ai.onnx") or node.op_type not in table:
@@ -81,10 +82,7 @@ def _scope(ctx: Ctx, graph: onnx.GraphProto) -> Iterator[None]:
 
 def _inline(ctx: Ctx, graph: onnx.GraphProto, inputs: Sequence[Value], what: str) -> list[Value]:
     """Lower `graph` with its inputs bound to `inputs`; its outputs, in order."""
-    from .loader import tensor_to_array
-    from .lower import OP_TABLE, _lower_node
-
-    missing = _unsupported_ops(graph, OP_TABLE)
+    missing = _unsupported_ops(graph, ctx.tables[""])
     if missing:
         raise ctx.unsupported(f"{what} uses unsupported op(s) {sorted(set(missing))}")
     if len(graph.input) != len(inputs):
@@ -103,7 +101,7 @@ def _inline(ctx: Ctx, graph: onnx.GraphProto, inputs: Sequence[Value], what: str
                 named.CopyFrom(node)
                 named.name = f"{outer}{node.op_type}_{index}"
                 node = named
-            _lower_node(ctx, node, index)
+            ctx.lower_node(node, index)
         outputs = []
         for out in graph.output:
             if out.name in ctx.unavailable:

@@ -24,8 +24,8 @@ import numpy as np
 from aot.ir import DType, Value
 from aot.ops.reduction import reduce_identity
 
-from .context import Ctx, NodeArgs, norm_axis, op_registry
-from .ops_shape import static_ints
+from .context import Ctx, NodeArgs, norm_axis, op_registry, static_ints
+from .loader import to_dtype
 
 OPS, op = op_registry()
 
@@ -258,8 +258,6 @@ def _trilu(ctx: Ctx, a: NodeArgs) -> list[Value]:
 @op("EyeLike")
 def _eye_like(ctx: Ctx, a: NodeArgs) -> list[Value]:
     x = a.inputs[0]
-    from .loader import to_dtype
-
     dtype = to_dtype(a.attr("dtype"), "EyeLike dtype") if a.attr("dtype") is not None else x.type.dtype
     k = int(a.attr("k", 0))
     rows, cols = x.type.shape

@@ -9,6 +9,7 @@ import numpy as np
 from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry
+from .loader import to_dtype
 
 OPS, op = op_registry()
 
@@ -313,8 +314,6 @@ def _normalize_stats(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> tup
 
 def _stash(ctx: Ctx, a: NodeArgs, x: Value) -> Value:
     """x in the stash type (float32 unless stash_type says otherwise): half inputs normalise in float32."""
-    from .loader import to_dtype
-
     stash = to_dtype(int(a.attr("stash_type", 1)), "stash_type")
     return ctx.convert(x, stash) if x.type.dtype in (DType.F16, DType.BF16) or stash is DType.F64 else x
 

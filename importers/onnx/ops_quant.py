@@ -18,6 +18,7 @@ import numpy as np
 from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, norm_axis, op_registry
+from .loader import to_dtype
 from .ops_nn import _conv, _matmul
 
 OPS, op = op_registry()
@@ -87,8 +88,6 @@ QUANT_DTYPES = (DType.U8, DType.I8, DType.I16, DType.U16,
 
 @op("QuantizeLinear")
 def _quantize_linear(ctx: Ctx, a: NodeArgs) -> list[Value]:
-    from .loader import to_dtype
-
     x, scale, zp = a.inputs[0], a.inputs[1], a.input(2)
     if zp is not None:
         out = zp.type.dtype

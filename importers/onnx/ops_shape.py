@@ -10,22 +10,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from aot.ir import DType, Value
 
-from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry
+from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry, static_ints
 from .loader import tensor_to_array
+from .ops_index import gather_axis
 
 OPS, op = op_registry()
-
-
-def static_ints(ctx: Ctx, v: Value | None, what: str) -> list[int] | None:
-    """The integer contents of a compile-time-known operand (None if the operand is omitted)."""
-    if v is None:
-        return None
-    array = ctx.const(v)
-    if array is None:
-        raise ctx.unsupported(f"{what} must be known at compile time (an initializer, a Constant, or foldable)")
-    return [int(x) for x in array.reshape(-1)]
 
 
 def _ints_from(ctx: Ctx, a: NodeArgs, attr: str, input_index: int, since_opset: int, what: str) -> list[int] | None:
@@ -266,8 +258,6 @@ def _gather(ctx: Ctx, a: NodeArgs) -> list[Value]:
     axis = norm_axis(ctx, a.attr("axis", 0), x.type.rank)
     indices = ctx.const(indices_v)
     if indices is None:
-        from .ops_index import gather_axis
-
         return [gather_axis(ctx, x, indices_v, axis)]
     dim = x.type.shape[axis]
     flat = [int(i) + dim if i < 0 else int(i) for i in indices.reshape(-1)]

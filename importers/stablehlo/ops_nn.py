@@ -8,7 +8,7 @@ from aot.ops.reduction import reduce_identity
 from aot.registry import registry
 
 from .context import Ctx
-from .regions import arg_reducer, reducer_kind
+from .regions import BOOL_REDUCER_KINDS, REDUCER_KINDS, arg_reducer, reducer_kind
 from .syntax import Enum, Op
 
 OPS, op = registry()  # op name -> lowering (cx, op, operands) -> results
@@ -111,8 +111,6 @@ def _reduce(cx: Ctx, o: Op, ins: list[Value]) -> list[Value]:
 def _single_kind(cx: Ctx, o: Op, dtype: DType) -> str:
     is_bool = dtype is DType.BOOL
     if "applies" in o.extra:
-        from .regions import BOOL_REDUCER_KINDS, REDUCER_KINDS
-
         table = BOOL_REDUCER_KINDS if is_bool else REDUCER_KINDS
         kind = table.get(o.extra["applies"])
     else:
