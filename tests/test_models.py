@@ -1,7 +1,6 @@
 """Sample models (models/make_samples.py): import, run through the interpreter, match onnxruntime."""
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -9,34 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aot.importers.onnx import import_onnx
 from aot.interpreter import interpret
 
-ort = pytest.importorskip("onnxruntime")
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "models"))
+import make_samples as samples  # noqa: E402
 
-
-def _load(module_name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(module_name, path, submodule_search_locations=[str(path.parent)] if path.name == "__init__.py" else None)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _load_importer():
-    try:
-        return importlib.import_module("aot.importers.onnx")
-    except ModuleNotFoundError:
-        # aot.importers is mapped by pyproject's package-dir; from a plain source tree load it by path
-        import aot
-
-        aot.importers = _load("aot.importers", ROOT / "importers" / "__init__.py")
-        return importlib.import_module("aot.importers.onnx")
-
-
-import_onnx = _load_importer().import_onnx
-samples = _load("aot_make_samples", ROOT / "models" / "make_samples.py")
+ort = pytest.importorskip("onnxruntime")
 
 
 @pytest.fixture(scope="module")

@@ -1,43 +1,18 @@
 """ONNX importer: each op lowered to IR, run by the reference interpreter, compared with onnxruntime."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from aot.errors import ModelError, UnsupportedError
+from aot.importers.onnx import import_onnx
 from aot.interpreter import interpret
 from aot.ir.verifier import verify_graph
 
 ort = pytest.importorskip("onnxruntime")
 
-
-def _load_importer():
-    try:
-        return importlib.import_module("aot.importers.onnx")
-    except ModuleNotFoundError:
-        # The package may not be installed with aot.importers mapped (setuptools' find
-        # misses package-dir entries); load it from the source tree under its real name.
-        import aot
-
-        root = Path(__file__).resolve().parents[1] / "importers"
-        spec = importlib.util.spec_from_file_location(
-            "aot.importers", root / "__init__.py", submodule_search_locations=[str(root)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["aot.importers"] = module
-        spec.loader.exec_module(module)
-        aot.importers = module
-        return importlib.import_module("aot.importers.onnx")
-
-
-onnx_importer = _load_importer()
-import_onnx = onnx_importer.import_onnx
 
 RNG = np.random.default_rng(0)
 
