@@ -53,6 +53,17 @@ class Result:
 
 # ---------------------------------------------------------------- child
 
+def _peak_rss_bytes() -> int:
+    """This process's peak RSS since exec: VmHWM. Not getrusage's ru_maxrss, which Linux
+    carries across exec, so a child forked from a large parent (pytest with the suite
+    loaded: ~1 GiB) would report the parent's size."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
 def child(path: str, mem_bytes: int) -> None:
     """Open and run one artifact through the C API; print one JSON line {"outcome", "detail", "maxrss"}.
 
@@ -70,7 +81,7 @@ def child(path: str, mem_bytes: int) -> None:
     err = abi.CError()
 
     def report(outcome: str, detail: str) -> None:
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        rss = _peak_rss_bytes()
         print(json.dumps({"outcome": outcome, "detail": detail[:300], "maxrss": rss}), flush=True)
 
     def refused(st: int, stage: str) -> None:
