@@ -10,7 +10,9 @@ Both bound what a file can make them allocate before decoding anything: the
 manifest is at most 16 MiB and 1.5 million JSON values (the C runtime's
 parse tree at most 128 MiB), nested at most 64 deep; the weights must be the
 size the manifest says; every other section (code, unknown) is at most
-256 MiB; and the caller may cap the total (`max_memory_bytes`).
+256 MiB; and the caller may cap the total (`max_memory_bytes`). The tooling
+section (aot/tooling.py), which only this reader decodes, has the manifest's
+JSON bounds.
 
 Writing is deterministic: the same manifest dict (same insertion order) and
 the same sections give the same bytes.
@@ -18,6 +20,7 @@ the same sections give the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -25,17 +28,20 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence, Union
+from typing import Any, Iterator, Mapping, Sequence, Union
 
 import zstandard
 
+from aot import tooling as tooling_section
 from aot.errors import ArtifactError
 from aot.manifest_check import check_manifest
 
 MAGIC = b"AOTMODEL"
-FORMAT_VERSION = 1  # the container's (header and section table)
-# manifest format_version values this reader knows: 2 is 1 plus run-time checks (packaging/FORMAT.md)
-MANIFEST_VERSIONS = (1, 2)
+# The artifact format's version: the header's and the manifest's format_version, and
+# AOT_FORMAT_VERSION in runtime_c/include/aot_runtime.h (tests/test_shared_tables.py).
+# Bumped whenever a reader of the old format would misread the new one; readers accept
+# exactly this version. 2: the tooling section, a manifest of runtime fields only.
+FORMAT_VERSION = 2
 HEADER_SIZE = 64
 ENTRY_SIZE = 64
 MAX_SECTIONS = 64
@@ -47,6 +53,8 @@ MAX_MANIFEST_BYTES = 16 << 20
 # about what the C runtime's 128 MiB parse tree holds (88 bytes a value)
 MAX_MANIFEST_VALUES = 1_500_000
 MAX_MANIFEST_DEPTH = 64
+# members of one manifest object (the C runtime's JSON reader); the tooling section has no such cap
+MAX_MANIFEST_MEMBERS = 1024
 # a section the manifest does not size: code (the runtime's limit) or one this reader does not know
 MAX_SECTION_BYTES = 256 << 20
 
@@ -81,6 +89,22 @@ class Artifact:
     sections: Mapping[str, bytes] = field(default_factory=dict)  # decompressed, file order
     table: list[SectionInfo] = field(default_factory=list)
 
+    @functools.cached_property
+    def tooling(self) -> dict:
+        """The tooling section's JSON (aot/tooling.py), checked; {} when the artifact has none.
+        Decoded on first use: the runtime's fields never need it."""
+        name = tooling_section.SECTION
+        if name not in self.sections:
+            return {}
+        tooling = _parse_json(self.sections[name], name)  # its size bounded by read_artifact
+        tooling_section.check_tooling(tooling, self.manifest)
+        return tooling
+
+    @property
+    def annotated(self) -> dict:
+        """The manifest with the tooling section's fields added: what a tool shows."""
+        return tooling_section.annotated(self.manifest, self.tooling)
+
 
 SectionSpec = Union[tuple[str, bytes], tuple[str, bytes, str]]
 
@@ -103,24 +127,27 @@ def _check_name(name: str) -> bytes:
     return raw
 
 
-def manifest_bytes(manifest: dict) -> bytes:
-    """The exact bytes of the manifest section for `manifest`."""
+def manifest_bytes(manifest: dict, what: str = "manifest") -> bytes:
+    """The exact bytes of the manifest section for `manifest` (or of the tooling section:
+    the same JSON form)."""
     if not isinstance(manifest, dict):
-        raise ArtifactError("manifest must be a dict")
+        raise ArtifactError(f"{what} must be a dict")
     try:
         text = json.dumps(manifest, indent=1, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise ArtifactError(f"manifest is not serialisable as strict JSON: {e}") from None
+        raise ArtifactError(f"{what} is not serialisable as strict JSON: {e}") from None
     return text.encode("utf-8")
 
 
-def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, level: int = 9) -> bytes:
+def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: dict | None = None,
+                  level: int = 9) -> bytes:
     """Return the bytes of an artifact.
 
     `sections` is a list of `(name, data)` or `(name, data, codec)` with codec
     "zstd" (default) or "none". The manifest section is written first, from
-    the dict. A zstd section whose frame would not be smaller than the data is
-    stored uncompressed ("none"); empty data is always stored as "none".
+    the dict; the tooling section (aot/tooling.py), when given, last. A zstd
+    section whose frame would not be smaller than the data is stored
+    uncompressed ("none"); empty data is always stored as "none".
     """
     items: list[tuple[str, bytes, str]] = [("manifest", manifest_bytes(manifest), "zstd")]
     for spec in sections:
@@ -136,6 +163,8 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, level: int
         if codec not in CODEC_IDS:
             raise ArtifactError(f"section {name!r}: unknown codec {codec!r} (known: none, zstd)")
         items.append((name, bytes(data), codec))
+    if tooling is not None:
+        items.append((tooling_section.SECTION, manifest_bytes(tooling, "tooling"), "zstd"))
     if len(items) > MAX_SECTIONS:
         raise ArtifactError(f"too many sections: {len(items)} > {MAX_SECTIONS}")
     seen: set[str] = set()
@@ -267,7 +296,7 @@ def parse_table(buf: bytes) -> list[SectionInfo]:
     if magic != MAGIC:
         raise ArtifactError(f"bad magic {magic!r}: not an aot artifact (expected {MAGIC!r})")
     if version != FORMAT_VERSION:
-        raise ArtifactError(f"unsupported format version {version} (this reader knows {FORMAT_VERSION})")
+        raise ArtifactError(version_mismatch(version))
     if file_size > n:
         raise ArtifactError(f"truncated: file is {n} bytes, header says {file_size}")
     if file_size < n:
@@ -320,13 +349,18 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    out: dict = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
+def _object_hook(max_members: int | None):
+    """json's object_pairs_hook: no duplicate keys, at most `max_members` members."""
+    def build(pairs: list[tuple[str, object]]) -> dict:
+        if max_members is not None and len(pairs) > max_members:
+            raise ValueError(f"an object has more than {max_members} members")
+        out: dict = {}
+        for k, v in pairs:
+            if k in out:
+                raise ValueError(f"duplicate key {k!r}")
+            out[k] = v
+        return out
+    return build
 
 
 def _nesting_depth(value: object) -> int:
@@ -343,30 +377,44 @@ def _nesting_depth(value: object) -> int:
     return deepest
 
 
-def _parse_manifest(raw: bytes) -> dict:
-    """The manifest's JSON, strict and bounded like the C runtime's parser."""
+def _parse_json(raw: bytes, section: str, max_members: int | None = None) -> Any:
+    """A JSON section (manifest, tooling): strict, and bounded like the C runtime's parser."""
+    where = f"section {section!r}"
+    holder = "a manifest" if section == "manifest" else f"a {section} section"
     # a value costs at least one of these bytes (a member's or element's comma, a
     # bracket), so this bounds the tree before json builds it
     values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
     if values > MAX_MANIFEST_VALUES:
-        raise ArtifactError(f"section 'manifest': about {values} JSON values, over the {MAX_MANIFEST_VALUES} "
-                            f"a manifest may hold")
+        raise ArtifactError(f"{where}: about {values} JSON values, over the {MAX_MANIFEST_VALUES} {holder} "
+                            f"may hold")
     try:
-        manifest = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        parsed = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant,
+                            object_pairs_hook=_object_hook(max_members))
     except RecursionError:
-        raise ArtifactError(f"section 'manifest': nesting deeper than {MAX_MANIFEST_DEPTH}") from None
+        raise ArtifactError(f"{where}: nesting deeper than {MAX_MANIFEST_DEPTH}") from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise ArtifactError(f"section 'manifest': not valid UTF-8 JSON: {e}") from None
-    if _nesting_depth(manifest) > MAX_MANIFEST_DEPTH:
-        raise ArtifactError(f"section 'manifest': nesting deeper than {MAX_MANIFEST_DEPTH}")
+        raise ArtifactError(f"{where}: not valid UTF-8 JSON: {e}") from None
+    if _nesting_depth(parsed) > MAX_MANIFEST_DEPTH:
+        raise ArtifactError(f"{where}: nesting deeper than {MAX_MANIFEST_DEPTH}")
+    return parsed
+
+
+def version_mismatch(version: object) -> str:
+    """What a reader of FORMAT_VERSION says of an artifact of `version`."""
+    if type(version) is int and version < FORMAT_VERSION:
+        return f"format version {version}; this reader reads {FORMAT_VERSION}: recompile the model"
+    return (f"format version {version!r}; this reader reads {FORMAT_VERSION}: a newer aot wrote it, "
+            f"read it with that one")
+
+
+def _parse_manifest(raw: bytes) -> dict:
+    """The manifest's JSON, strict and bounded like the C runtime's parser."""
+    manifest = _parse_json(raw, "manifest", MAX_MANIFEST_MEMBERS)
     if not isinstance(manifest, dict):
         raise ArtifactError("section 'manifest': top level is not a JSON object")
     version = manifest.get("format_version")
-    if type(version) is not int or version not in MANIFEST_VERSIONS:
-        raise ArtifactError(
-            f"section 'manifest': format_version {version!r} "
-            f"(expected {' or '.join(str(v) for v in MANIFEST_VERSIONS)})"
-        )
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise ArtifactError(f"section 'manifest': format_version {version!r}, not the header's {FORMAT_VERSION}")
     return manifest
 
 
@@ -375,6 +423,9 @@ def _check_bounds(table: list[SectionInfo], manifest: dict, max_memory_bytes: in
     weights = manifest["weights"]["section"]  # its size is checked against the manifest's
     total = 0
     for info in table:
+        if info.name == tooling_section.SECTION and info.raw_size > MAX_MANIFEST_BYTES:
+            raise ArtifactError(f"section {info.name!r}: raw size {info.raw_size} is over the "
+                                f"{MAX_MANIFEST_BYTES} bytes a JSON section may have")
         if info.name not in ("manifest", weights) and info.raw_size > MAX_SECTION_BYTES:
             raise ArtifactError(f"section {info.name!r}: raw size {info.raw_size} is over the "
                                 f"{MAX_SECTION_BYTES} bytes a section may have")

@@ -307,7 +307,7 @@ def _random_input(rng: Any, shape: list[int], dtype: Any) -> Any:
 
 @main.command()
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print the manifest and section sizes as JSON")
+@click.option("--json", "as_json", is_flag=True, help="print the manifest, the tooling section and section sizes as JSON")
 @click.option("--extract", type=click.Path(file_okay=False, path_type=Path), help="write every section to a file in DIR")
 @click.option("--memory-plan", "memory_plan", type=click.Path(dir_okay=False, path_type=Path),
               help="draw the arena plan (buffers over time) as SVG")

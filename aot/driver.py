@@ -18,10 +18,6 @@ from aot.kernel_cost import kernel_cost_ns
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 
-FORMAT_VERSION = 1
-# manifest format_version of an artifact with run-time checks: runtimes that predate
-# checks refuse it, where they would otherwise ignore the checks (packaging/FORMAT.md)
-CHECKS_FORMAT_VERSION = 2
 TARGETS = ("cpu",)
 
 
@@ -29,7 +25,8 @@ TARGETS = ("cpu",)
 class CompileResult:
     path: Path | None
     artifact: bytes
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # what the runtime reads
+    tooling: dict[str, Any]  # what tools read (aot/tooling.py)
     plan: ExecutionPlan
 
     @property
@@ -188,52 +185,66 @@ def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
     return copy
 
 
-def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, source_sha: str) -> dict[str, Any]:
-    from aot import __version__
+def build_manifest(plan: ExecutionPlan, code: Any, model_name: str) -> dict[str, Any]:
+    """What the runtime reads, and nothing else (packaging/FORMAT.md, "What the runtime reads")."""
+    from aot.artifact import FORMAT_VERSION
 
     graph = plan.graph
 
     def tensor(value: Any, name: str) -> dict[str, Any]:
         return {"name": name, "dtype": value.type.dtype.manifest_name, "shape": list(value.type.shape)}
 
-    manifest: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "compiler": {"name": "aot", "version": __version__},
-        "model": {"name": model_name, "source_sha256": source_sha},
-        "inputs": [tensor(v, n) for v, n in zip(graph.inputs, graph.input_names)],
-        "outputs": [tensor(v, n) for v, n in zip(graph.outputs, graph.output_names)],
-        "arena": {"bytes": plan.arena_bytes, "alignment": 64, "lower_bound_bytes": plan.arena_lower_bound,
-                  "temporaries_bytes": plan.notes.get("temporaries_bytes", 0)},
-        "weights": {"section": "weights", "bytes": len(plan.weights), "alignment": 64},
-        "cpu": [{
-            "section": f"cpu.{code.target.arch}", "arch": code.target.arch, "triple": code.target.triple,
-            "cpu": code.target.cpu, "features": code.target.features, "entry": "aot_model_entry",
-        }],
-        "kernels": [
-            # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
-            {"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work), "ops": k.ops,
-             "output": k.root.name, "inputs": [p.name for p in k.params], "reason": k.reason}
-            for k, (symbol, work) in zip(plan.kernels, code.kernels)
-        ],
-        # per arena buffer: offset, size and live interval in kernel steps (for `aot inspect --memory-plan`)
-        "memory_plan": plan.notes.get("memory_plan", []),
-        # where every kernel input/output lives (for `aot inspect --graph`); a list, since the
-        # runtime's JSON reader caps object members
-        "values": [{"name": name, "kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
-                   for name, s in sorted(plan.slices.items())],
-    }
+    cpu: dict[str, Any] = {"section": f"cpu.{code.target.arch}", "arch": code.target.arch, "entry": "aot_model_entry",
+                           "cpu": code.target.cpu}  # named when the runtime refuses a machine
     if code.target.arch == "x86_64":
         # the extensions the code may use: the runtime refuses the artifact on a machine that
         # lacks one (naming it) instead of dying of SIGILL in the first run
-        manifest["cpu"][0]["x86_features"] = list(code.target.x86_features)
-    if plan.checks:  # a model without checks keeps format 1 and the same bytes as before checks existed
+        cpu["x86_features"] = list(code.target.x86_features)
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "model": {"name": model_name},
+        "inputs": [tensor(v, n) for v, n in zip(graph.inputs, graph.input_names)],
+        "outputs": [tensor(v, n) for v, n in zip(graph.outputs, graph.output_names)],
+        "arena": {"bytes": plan.arena_bytes, "alignment": 64},
+        "weights": {"section": "weights", "bytes": len(plan.weights), "alignment": 64},
+        "cpu": [cpu],
+        "kernels": [
+            # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
+            {"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work)}
+            for k, (symbol, work) in zip(plan.kernels, code.kernels)
+        ],
+    }
+    if plan.checks:
         from aot.codegen.cpu.kernel import CHECKS_SYMBOL
 
-        manifest["format_version"] = CHECKS_FORMAT_VERSION
-        for cpu in manifest["cpu"]:
-            cpu["checks"] = CHECKS_SYMBOL
-        manifest["checks"] = [{"message": c.message, "node": c.loc, "value": c.ok.name} for c in plan.checks]
+        cpu["checks"] = CHECKS_SYMBOL
+        manifest["checks"] = [{"message": c.message} for c in plan.checks]
     return manifest
+
+
+def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str) -> dict[str, Any]:
+    """What tools read (`aot inspect`, `verify`, the profiler): the tooling section, which
+    extends the manifest's entries (aot/tooling.py)."""
+    from aot import __version__
+
+    tooling: dict[str, Any] = {
+        "compiler": {"name": "aot", "version": __version__},
+        "model": {"source_sha256": source_sha},
+        "cpu": [{"triple": code.target.triple, "features": code.target.features}],
+        "arena": {"lower_bound_bytes": plan.arena_lower_bound,
+                  "temporaries_bytes": plan.notes.get("temporaries_bytes", 0)},
+        # why each kernel exists (fusion's decisions) and what it reads and writes
+        "kernels": [{"name": k.name, "ops": k.ops, "output": k.root.name, "inputs": [p.name for p in k.params],
+                     "reason": k.reason} for k in plan.kernels],
+        # per arena buffer: offset, size and live interval in kernel steps (`aot inspect --memory-plan`)
+        "memory_plan": plan.notes.get("memory_plan", []),
+        # where every kernel input/output lives (`aot inspect --graph`, `aot verify`'s bisection)
+        "values": {name: {"kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
+                   for name, s in sorted(plan.slices.items())},
+    }
+    if plan.checks:
+        tooling["checks"] = [{"node": c.loc, "value": c.ok.name} for c in plan.checks]
+    return tooling
 
 
 def compile_model(
@@ -287,9 +298,10 @@ def compile_model(
         log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
     if dump_dir is not None:
         (dump_dir / "cpu.ll").write_text(code.llvm_ir)
-    manifest = build_manifest(plan, code, name, source_sha)
+    manifest = build_manifest(plan, code, name)
+    tooling = build_tooling(plan, code, source_sha)
     sections = [("weights", plan.weights), (f"cpu.{code.target.arch}", code.shared_object)]
-    artifact = pack_artifact(manifest, sections)
+    artifact = pack_artifact(manifest, sections, tooling=tooling)
     if path is not None:
         try:  # through a temp file and a rename: a failure leaves any earlier artifact as it was
             write_atomically(path, artifact)
@@ -297,4 +309,4 @@ def compile_model(
             raise AotError(f"cannot write '{path}': {err.strerror or err}") from None
     if log:
         log(f"{'total':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  artifact {len(artifact)} B")
-    return CompileResult(path, artifact, manifest, plan)
+    return CompileResult(path, artifact, manifest, tooling, plan)

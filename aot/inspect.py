@@ -1,4 +1,4 @@
-"""What is inside an artifact: manifest, sections and their sizes."""
+"""What is inside an artifact: manifest, tooling section, sections and their sizes."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,10 @@ from typing import Any
 
 from aot.artifact import read_artifact
 from aot.errors import AotError
+from aot.tooling import annotated
 
 # File names for sections when extracted; others keep their section name.
-_EXTRACT_SUFFIX = {"manifest": ".json", "weights": ".bin"}
+_EXTRACT_SUFFIX = {"manifest": ".json", "tooling": ".json", "weights": ".bin"}
 
 
 def _section_suffix(name: str) -> str:
@@ -23,10 +24,11 @@ def _section_suffix(name: str) -> str:
 
 
 def describe(path: str | Path) -> dict[str, Any]:
-    """Manifest plus a section table and headline numbers, as JSON-ready data."""
+    """Manifest, tooling section, a section table and headline numbers, as JSON-ready data.
+    The headline numbers come from the manifest annotated with the tooling section."""
     data = Path(path).read_bytes() if Path(path).is_file() else None
     artifact = read_artifact(path)
-    manifest = artifact.manifest
+    manifest = artifact.annotated
     sections = [
         {"name": s.name, "codec": s.codec, "stored_bytes": s.stored_size, "raw_bytes": s.raw_size}
         for s in artifact.table
@@ -48,8 +50,13 @@ def describe(path: str | Path) -> dict[str, Any]:
         "code_bytes": code_bytes,
         "memory_plan": manifest.get("memory_plan", []),
         "sections": sections,
-        "manifest": manifest,
+        "manifest": artifact.manifest,
+        "tooling": artifact.tooling,
     }
+
+
+def _annotated(info: dict[str, Any]) -> dict[str, Any]:
+    return annotated(info["manifest"], info["tooling"])
 
 
 def display_name(name: str) -> str:
@@ -64,7 +71,7 @@ def _tensor(t: dict[str, Any]) -> str:
 
 
 def summary(info: dict[str, Any]) -> str:
-    m = info["manifest"]
+    m = _annotated(info)
     lines = [
         f"{info['file']}: {info['file_bytes']} bytes, format {m.get('format_version')}, "
         f"compiled by {m.get('compiler', {}).get('name')} {m.get('compiler', {}).get('version')}",
@@ -81,7 +88,7 @@ def summary(info: dict[str, Any]) -> str:
         lines.append(f"  {s['name']:<16} {s['codec']:<5} {s['stored_bytes']:>10} B stored {s['raw_bytes']:>10} B raw")
     lines.append(f"kernels ({len(info['kernels'])}):")
     for k in info["kernels"]:
-        lines.append(f"  {k['name']:<24} work {k['work']:>6}  {'+'.join(k['ops'])}")
+        lines.append(f"  {k.get('name', k['symbol']):<24} work {k['work']:>6}  {'+'.join(k.get('ops', []))}")
     return "\n".join(lines)
 
 
@@ -94,27 +101,29 @@ def extract_sections(path: str | Path, out_dir: Path) -> list[Path]:
         target = out_dir / f"{name}{_section_suffix(name)}"
         if name == "manifest":
             data = (json.dumps(artifact.manifest, indent=2) + "\n").encode()
+        elif name == "tooling":
+            data = (json.dumps(artifact.tooling, indent=2) + "\n").encode()
         target.write_bytes(data)
         written.append(target)
     return written
 
 
 def write_memory_plan(info: dict[str, Any], path: Path) -> None:
-    """SVG of the arena plan; needs the manifest's memory_plan (compilers since the pipeline issue write it)."""
+    """SVG of the arena plan; needs the tooling section's memory_plan."""
     from aot.visualize import memory_plan_svg
 
-    manifest = info["manifest"]
-    if "memory_plan" not in manifest:
-        raise AotError(f"{info['file']}: the manifest has no memory_plan (compiled by an older aot); recompile it")
-    _write(path, memory_plan_svg(manifest))
+    annotated = _annotated(info)
+    if "memory_plan" not in annotated:
+        raise AotError(f"{info['file']}: the artifact has no memory_plan (no tooling section); recompile it")
+    _write(path, memory_plan_svg(annotated))
 
 
 def write_graph(info: dict[str, Any], path: Path) -> None:
     """The kernel graph as DOT text (`.dot`) or SVG (anything else)."""
     from aot.visualize import kernel_graph_dot, kernel_graph_svg
 
-    manifest = info["manifest"]
-    text = kernel_graph_dot(manifest) if path.suffix == ".dot" else kernel_graph_svg(manifest)
+    annotated = _annotated(info)
+    text = kernel_graph_dot(annotated) if path.suffix == ".dot" else kernel_graph_svg(annotated)
     _write(path, text)
 
 

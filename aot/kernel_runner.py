@@ -37,7 +37,7 @@ def _aligned(nbytes: int) -> np.ndarray:
 class LoadedCode:
     """`args` is what the entry and every kernel take first (inputs, outputs, arena, weights)."""
 
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]  # annotated with the tooling section (kernels' ops)
     lib: ctypes.CDLL
     args: tuple[Any, ...]
     inputs: list[np.ndarray]
@@ -68,7 +68,7 @@ class LoadedCode:
 def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None, seed: int = 0) -> LoadedCode:
     """Load the artifact's CPU code; `inputs` (in manifest order) default to aot verify's seeded inputs."""
     parsed = read_artifact(artifact if isinstance(artifact, Path) else bytes(artifact))
-    manifest = parsed.manifest
+    manifest = parsed.annotated
     section = manifest["cpu"][0]["section"]
     fd, so_path = tempfile.mkstemp(suffix=".so")
     with os.fdopen(fd, "wb") as f:
@@ -79,14 +79,14 @@ def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None
         raise RunError(f"cannot load the artifact's CPU code ({manifest['cpu'][0].get('cpu', '?')}): {err}") from None
     finally:
         os.unlink(so_path)
-    if inputs is None:
-        from aot.verify import seeded_inputs
+    from aot.verify import manifest_specs, seeded_inputs  # verify imports this module
 
-        specs = [(spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])) for spec in manifest["inputs"]]
+    if inputs is None:
+        specs = manifest_specs(manifest["inputs"])
         feeds, _ = seeded_inputs(specs, seed)
         inputs = [feeds[name] for name, _, _ in specs]
     ins = [np.ascontiguousarray(a) for a in inputs]
-    outs = [np.zeros(spec["shape"], np.dtype(spec["dtype"])) for spec in manifest["outputs"]]
+    outs = [np.zeros(shape, dtype) for _, shape, dtype in manifest_specs(manifest["outputs"])]
     arena = _aligned(manifest["arena"]["bytes"])
     weight_bytes = parsed.sections.get("weights", b"")
     weights = _aligned(len(weight_bytes))

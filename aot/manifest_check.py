@@ -21,7 +21,6 @@ MAX_CHECKS = 1 << 20
 INT64_MAX = (1 << 63) - 1
 # a kernel's work: the runtime's chunk arithmetic (index x items) must not overflow int64
 MAX_WORK = INT64_MAX // 4
-CHECKS_VERSION = 2  # the manifest format_version that adds "checks"
 
 
 def _fail(message: str) -> ArtifactError:
@@ -140,19 +139,14 @@ def _kernels(manifest: Mapping[str, Any]) -> None:
         _int(kernel, "work", where, 0, MAX_WORK)
         if "cost_ns" in kernel:
             _int(kernel, "cost_ns", where, 0, INT64_MAX)
-        ops = kernel.get("ops", [])  # informational, shown by `aot inspect`
-        if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
-            raise _fail(f"{where}: \"ops\" must be an array of strings")
 
 
-def _checks(manifest: Mapping[str, Any], version: int) -> None:
+def _checks(manifest: Mapping[str, Any]) -> None:
     checks = manifest.get("checks")
     if checks is None:
         return
     if not isinstance(checks, list):
         raise _fail("\"checks\" must be an array")
-    if checks and version < CHECKS_VERSION:
-        raise _fail(f"\"checks\" needs format_version {CHECKS_VERSION}, not {version}")
     if len(checks) > MAX_CHECKS:
         raise _fail(f"more than {MAX_CHECKS} checks")
     for i, check in enumerate(checks):
@@ -178,4 +172,4 @@ def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> 
     _weights(manifest, sections)
     _cpu(manifest, sections)
     _kernels(manifest)
-    _checks(manifest, manifest["format_version"])
+    _checks(manifest)

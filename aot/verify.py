@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from aot.errors import ArtifactError, ModelError, RunError
+from aot.ir.types import DType
 
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-3
@@ -213,7 +214,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
         check_runnable(cpu)
         compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)
         artifact_bytes, manifest = compiled.artifact, compiled.manifest
-    specs = [(spec["name"], tuple(spec["shape"]), np.dtype(spec["dtype"])) for spec in manifest["inputs"]]
+    specs = manifest_specs(manifest["inputs"])
     is_onnx = model.suffix not in (".mlir", ".stablehlo")
     bounds = _index_bounds(_load_onnx(model)) if is_onnx else {}
     feeds, how = seeded_inputs(specs, seed, bounds)
@@ -243,6 +244,16 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
             compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)  # the plan, for bisection
         report.divergence = bisect(model, shapes, bind, compiled, feeds, want, atol, rtol, cpu)
     return report
+
+
+def manifest_specs(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    """(name, shape, numpy dtype) of a checked manifest's inputs or outputs."""
+    specs = []
+    for spec in tensors:
+        dtype = DType.from_manifest_name(spec["dtype"])
+        assert dtype is not None, spec  # read_artifact has checked every name
+        specs.append((spec["name"], tuple(spec["shape"]), dtype.to_numpy()))
+    return specs
 
 
 def read_artifact_bytes(path: Path) -> bytes:

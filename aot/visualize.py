@@ -1,4 +1,8 @@
-"""Pictures of a compiled model from its manifest: the arena plan and the kernel graph.
+"""Pictures of a compiled model: the arena plan and the kernel graph.
+
+Each function takes the manifest annotated with the tooling section
+(`Artifact.annotated`, aot/tooling.py), where the plan, the fused ops and
+where each value lives are recorded.
 
 Hand-written SVG (and DOT text for the graph), so no graphviz is needed:
 
@@ -58,7 +62,8 @@ def memory_plan_svg(manifest: dict[str, Any], width: int = 900, height: int = 50
         out.append(f'<rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" height="{h:.2f}" fill="{_colour(i)}" '
                    f'stroke="#333" stroke-width="0.5"><title>{escape(tip)}</title></rect>')
         if h >= 12 and w >= 40:
-            out.append(f'<text x="{x + 2:.2f}" y="{y + 11:.2f}" {FONT}>{escape(b["values"][0])}</text>')
+            label = b["values"][0] if b["values"] else b["buffer"]
+            out.append(f'<text x="{x + 2:.2f}" y="{y + 11:.2f}" {FONT}>{escape(label)}</text>')
     if lower:
         y = top + lower * sy
         out.append(f'<line x1="{left}" y1="{y:.2f}" x2="{left + plot_w}" y2="{y:.2f}" stroke="red" stroke-dasharray="4 3"/>')
@@ -73,29 +78,28 @@ def memory_plan_svg(manifest: dict[str, Any], width: int = 900, height: int = 50
 def _graph(manifest: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
     """Nodes (graph inputs, kernels) and edges (from, to, value) of the kernel graph."""
     kernels = manifest.get("kernels", [])
+    values: dict[str, dict[str, Any]] = manifest.get("values", {})
     nodes: list[dict[str, Any]] = []
     writer: dict[str, str] = {}
-    kinds = {v["name"]: v["kind"] for v in manifest.get("values", [])}
     for i, t in enumerate(manifest.get("inputs", [])):
         nodes.append({"id": f"in{i}", "title": f"input {t['name']}", "lines": [f"{t['dtype']}{t['shape']}"]})
     input_ids = [f"in{i}" for i in range(len(manifest.get("inputs", [])))]
-    input_values = [v["name"] for v in manifest.get("values", []) if v["kind"] == "input"]
-    for value in input_values:
-        index = next(v["index"] for v in manifest.get("values", []) if v["name"] == value)
-        if index < len(input_ids):
-            writer[value] = input_ids[index]
-    for k in kernels:
-        writer[k.get("output", k["name"])] = k["name"]
+    for name, v in values.items():
+        if v.get("kind") == "input" and 0 <= v.get("index", -1) < len(input_ids):
+            writer[name] = input_ids[v["index"]]
+    names = [k.get("name", k["symbol"]) for k in kernels]
+    for k, name in zip(kernels, names):
+        writer[k.get("output", name)] = name
     edges: list[tuple[str, str, str]] = []
-    for k in kernels:
-        weights = sum(1 for v in k.get("inputs", []) if kinds.get(v) == "weights")
+    for k, name in zip(kernels, names):
+        weights = sum(1 for v in k.get("inputs", []) if values.get(v, {}).get("kind") == "weights")
         lines = _wrap("+".join(k.get("ops", [])), 32)
         if weights:
             lines.append(f"{weights} weight(s)")
-        nodes.append({"id": k["name"], "title": k["name"], "lines": lines})
+        nodes.append({"id": name, "title": name, "lines": lines})
         for v in k.get("inputs", []):
             if v in writer:
-                edges.append((writer[v], k["name"], v))
+                edges.append((writer[v], name, v))
     return nodes, edges
 
 

@@ -83,7 +83,7 @@ def describe_target(artifact: Path) -> str:
     """The CPU aot compiled for and its x86 code path (avx512, avx2, narrow)."""
     from aot.artifact import read_artifact
 
-    entry = read_artifact(artifact.read_bytes()).manifest["cpu"][0]
+    entry = read_artifact(artifact.read_bytes()).annotated["cpu"][0]  # triple and features: the tooling section's
     target = CpuTarget(entry["triple"], entry["cpu"], entry.get("features", ""))
     return f"{target.cpu} ({target.code_path})" if target.arch == "x86_64" else f"{target.arch} {target.cpu}"
 

@@ -8,6 +8,7 @@ import pytest
 import zstandard
 
 from aot.artifact import (
+    FORMAT_VERSION,
     HEADER_SIZE,
     ArtifactError,
     SectionInfo,
@@ -17,15 +18,14 @@ from aot.artifact import (
 )
 
 MANIFEST = {
-    "format_version": 1,
-    "compiler": {"name": "aot", "version": "0.1.0"},
-    "model": {"name": "tiny", "source_sha256": "ab" * 32},
+    "format_version": FORMAT_VERSION,
+    "model": {"name": "tiny"},
     "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}],
     "outputs": [{"name": "y", "dtype": "float32", "shape": []}],
     "arena": {"bytes": 0, "alignment": 64},
     "weights": {"section": "weights", "bytes": 4000, "alignment": 64},
     "cpu": [{"section": "cpu.x86_64", "arch": "x86_64", "entry": "aot_model_entry"}],
-    "kernels": [{"name": "k0", "symbol": "aot_kernel_0", "work": 3, "ops": ["add"]}],
+    "kernels": [{"name": "k0", "symbol": "aot_kernel_0", "work": 3}],
     "zeta": "insertion order is kept, é",
 }
 WEIGHTS = bytes(range(250)) * 16
@@ -66,7 +66,7 @@ def test_round_trip(blob):
 
 def test_layout_matches_spec(blob):
     magic, version, count, table_off, size, crc = struct.unpack_from("<8sIIQQI", blob)
-    assert (magic, version, count, table_off, size) == (b"AOTMODEL", 1, 5, 64, len(blob))
+    assert (magic, version, count, table_off, size) == (b"AOTMODEL", 2, 5, 64, len(blob))
     assert blob[36:64] == bytes(28)
     zeroed = blob[:32] + b"\0\0\0\0" + blob[36:64] + blob[64:64 + 64 * count]
     assert zlib.crc32(zeroed) == crc
@@ -110,7 +110,7 @@ def test_pack_rejects(sections, match):
 
 def test_pack_rejects_nan_manifest():
     with pytest.raises(ArtifactError, match="strict JSON"):
-        pack_artifact({"format_version": 1, "x": float("nan")}, [])
+        pack_artifact({"format_version": FORMAT_VERSION, "x": float("nan")}, [])
 
 
 def test_missing_file(tmp_path):
@@ -123,14 +123,20 @@ def test_bad_magic(blob):
         read_artifact(b"NOTMODEL" + blob[8:])
 
 
-def test_bad_version(blob):
-    with pytest.raises(ArtifactError, match="unsupported format version 2"):
-        read_artifact(blob[:8] + struct.pack("<I", 2) + blob[12:])
+def test_older_and_newer_format_versions_say_which_side_to_update(blob):
+    older = blob[:8] + struct.pack("<I", FORMAT_VERSION - 1) + blob[12:]
+    with pytest.raises(ArtifactError, match=f"^format version {FORMAT_VERSION - 1}; this reader reads "
+                                            f"{FORMAT_VERSION}: recompile the model$"):
+        read_artifact(older)
+    newer = blob[:8] + struct.pack("<I", FORMAT_VERSION + 1) + blob[12:]
+    with pytest.raises(ArtifactError, match=f"format version {FORMAT_VERSION + 1}; .*a newer aot wrote it"):
+        read_artifact(newer)
 
 
-def test_manifest_version():
-    with pytest.raises(ArtifactError, match="format_version"):
-        read_artifact(pack_artifact({"format_version": 7}, []))
+@pytest.mark.parametrize("version", [FORMAT_VERSION - 1, FORMAT_VERSION + 5, "2"])
+def test_a_manifest_version_other_than_the_headers_is_malformed(version):
+    with pytest.raises(ArtifactError, match=f"section 'manifest': format_version {version!r}, not the header's"):
+        read_artifact(pack_artifact(dict(MANIFEST, format_version=version), SECTIONS))
 
 
 def test_every_truncation_point(blob):
@@ -202,9 +208,9 @@ def test_section_bounds_checked_behind_crc(blob):
 
 def test_manifest_strict_json():
     with pytest.raises(ArtifactError, match="not valid UTF-8 JSON"):
-        blob = pack_artifact({"format_version": 1}, [])
+        blob = pack_artifact({"format_version": FORMAT_VERSION}, [])
         # build a manifest with a duplicate key by hand, resealing CRCs
-        text = b'{"format_version": 1, "format_version": 1}'
+        text = b'{"format_version": 2, "format_version": 2}'
         hdr = bytearray(blob[:128])
         struct.pack_into("<IIQQQI", hdr, 64 + 24, 0, 0, 128, len(text), len(text), zlib.crc32(text))
         struct.pack_into("<Q", hdr, 24, 128 + len(text))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from aot.artifact import FORMAT_VERSION
 from aot.cli import compile_main, main, parse_shape_option
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,10 @@ def test_inspect_extract(lenet, tmp_path):
     result = CliRunner().invoke(main, ["inspect", str(artifact), "--extract", str(tmp_path / "x")])
     assert result.exit_code == 0
     names = sorted(p.name for p in (tmp_path / "x").iterdir())
-    assert "manifest.json" in names and "weights.bin" in names and any(n.endswith(".so") for n in names)
-    assert json.loads((tmp_path / "x" / "manifest.json").read_text())["format_version"] == 1
+    assert "manifest.json" in names and "tooling.json" in names and "weights.bin" in names
+    assert any(n.endswith(".so") for n in names)
+    assert json.loads((tmp_path / "x" / "manifest.json").read_text())["format_version"] == FORMAT_VERSION
+    assert "reason" in json.loads((tmp_path / "x" / "tooling.json").read_text())["kernels"][0]
 
 
 def test_run_writes_outputs(lenet, tmp_path):

@@ -103,14 +103,15 @@ def test_valid_condition_matches_onnxruntime_and_the_invalid_one_fails(vad):
                 assert "node 'b8_reshape' (Reshape, opset 17)" in message and BAD_BRANCH in message
 
 
-def test_the_manifest_lists_the_check_and_refuses_older_runtimes(vad):
+def test_the_manifest_lists_the_check_and_the_tooling_section_its_node(vad):
     _, _, result = vad
-    manifest = result.manifest
-    assert manifest["format_version"] == 2  # runtimes without checks refuse it instead of ignoring them
-    assert [c["node"] for c in manifest["checks"]] == ["pick_rate"]
+    manifest, tooling = result.manifest, result.tooling
+    assert [c["message"] for c in manifest["checks"]] == [c.message for c in result.plan.checks]
+    assert [c["node"] for c in tooling["checks"]] == ["pick_rate"]
     assert manifest["cpu"][0]["checks"] == "aot_model_checks"
-    assert "root because read by a run-time check" in "\n".join(k["reason"] for k in manifest["kernels"])
-    assert read_artifact(result.artifact).manifest == manifest
+    assert "root because read by a run-time check" in "\n".join(k["reason"] for k in tooling["kernels"])
+    artifact = read_artifact(result.artifact)
+    assert artifact.manifest == manifest and artifact.tooling == tooling
 
 
 def test_interpreter_raises_the_runtime_message(vad):
@@ -157,7 +158,7 @@ def test_a_condition_straight_from_a_model_input(tmp_path):
                                      else_branch=_branch("b8", [-1, 4], 3.0))],
                    (helper.make_tensor_value_info("wide", TensorProto.BOOL, []),))
     result = compile_model(model, tmp_path / "m.aot", shapes=SHAPES)
-    assert result.manifest["kernels"] and all("check" not in k["reason"] for k in result.manifest["kernels"])
+    assert result.tooling["kernels"] and all("check" not in k["reason"] for k in result.tooling["kernels"])
     with Session(result.artifact, threads=2) as session:
         feeds = {"x": X, "sr": RATE_8K, "wide": np.array(True)}
         np.testing.assert_allclose(session.run(None, feeds)[0], _ort(model, feeds)[0], rtol=1e-6)
@@ -184,7 +185,7 @@ def test_an_unsupported_op_in_a_branch_still_fails_the_compile():
 def test_a_bound_condition_compiles_one_branch_without_checks():
     model = _vad()
     result = compile_model(model, shapes=SHAPES, bind={"sr": RATE_16K})
-    assert result.manifest["format_version"] == 1 and "checks" not in result.manifest
+    assert "checks" not in result.manifest
     with Session(result.artifact) as session:
         np.testing.assert_allclose(session.run(None, {"x": X})[0], _ort(model, {"x": X, "sr": RATE_16K})[0], rtol=1e-6)
     with pytest.raises(ModelError, match="b8_reshape"):  # binding the bad branch is a compile error, as before
@@ -202,7 +203,7 @@ def test_a_check_inside_a_branch_holds_only_when_that_branch_is_taken(tmp_path):
     model = _model([helper.make_node("If", ["use_switch"], ["y"], name="outer", then_branch=inner, else_branch=plain)],
                    (helper.make_tensor_value_info("use_switch", TensorProto.BOOL, []),))
     result = compile_model(model, tmp_path / "m.aot", shapes=SHAPES)
-    assert [c["node"] for c in result.manifest["checks"]] == ["pick_rate"]
+    assert [c["node"] for c in result.tooling["checks"]] == ["pick_rate"]
     with Session(result.artifact, threads=2) as session:
         for use_switch, rate in ((False, RATE_8K), (False, RATE_16K), (True, RATE_16K)):
             feeds = {"x": X, "sr": rate, "use_switch": np.array(use_switch)}
@@ -214,8 +215,8 @@ def test_a_check_inside_a_branch_holds_only_when_that_branch_is_taken(tmp_path):
 def test_a_plain_model_gets_no_checks_function():
     model = _model(_rate_switch(_branch("b16", [2, 5], 2.0), _branch("b8", [2, 5], 3.0)))
     result = compile_model(model, shapes=SHAPES)
-    assert result.manifest["format_version"] == 1
     assert "checks" not in result.manifest and "checks" not in result.manifest["cpu"][0]
+    assert "checks" not in result.tooling
     code = read_artifact(result.artifact).sections[result.manifest["cpu"][0]["section"]]
     assert b"aot_model_entry" in code and b"aot_model_checks" not in code
     with Session(result.artifact) as session:

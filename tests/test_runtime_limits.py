@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import aot
-from aot.artifact import pack_artifact, read_artifact
+from aot.artifact import FORMAT_VERSION, pack_artifact, read_artifact
 from aot.errors import ArtifactError, RunError
 
 CC = shutil.which(os.environ.get("CC", "cc"))
@@ -156,7 +156,7 @@ __attribute__((visibility("default"))) const struct {{
 def test_forty_thousand_inputs_open_in_well_under_a_second(tmp_path):
     arch = os.uname().machine
     manifest = {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "inputs": [{"name": f"in{i:05d}", "dtype": "float32", "shape": [1]} for i in range(INPUTS)],
         "outputs": [{"name": "y", "dtype": "float32", "shape": [1]}],
         "arena": {"bytes": 0, "alignment": 64},

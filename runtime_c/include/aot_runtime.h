@@ -1,8 +1,15 @@
 /* aot_runtime.h - C runtime for artifacts produced by the aot compiler.
  *
  * This header is an ABI: fixed-width types, opaque handles, options structs
- * that begin with their own size. Changes are append-only; AOT_ABI_VERSION
- * is bumped when something is appended.
+ * that begin with their own size. The rule for changing it: append only
+ * (nothing is removed, renumbered, reordered or resized), and every addition
+ * (a function, a status, a dtype, a field at the end of an options struct)
+ * bumps AOT_ABI_VERSION and is marked with the first version that has it, so
+ * a caller that needs it checks aot_abi_version() >= that version.
+ *
+ * AOT_FORMAT_VERSION is the artifact format's version, separate from the ABI:
+ * a runtime opens artifacts of exactly that format (packaging/FORMAT.md) and
+ * refuses others with AOT_ERR_UNSUPPORTED, saying which side to update.
  *
  * Thread-safety:
  *   - aot_model_t is immutable after aot_model_open_*: any number of threads
@@ -51,9 +58,9 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 3u /* 2: AOT_ERR_CHECK_FAILED; 3: aot_model_options_t and
+#define AOT_ABI_VERSION 3u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
                                  aot_model_open_{file,memory}_with_options */
-#define AOT_FORMAT_VERSION 1u
+#define AOT_FORMAT_VERSION 2u /* 2: the tooling section; the manifest holds runtime fields only */
 #define AOT_ERROR_MESSAGE_SIZE 512
 
 typedef enum aot_status {
@@ -69,7 +76,7 @@ typedef enum aot_status {
   AOT_ERR_SHAPE_MISMATCH = 7,   /* a tensor's rank, dims or byte size differ */
   AOT_ERR_DTYPE_MISMATCH = 8,
   AOT_ERR_INTERNAL = 9,         /* dlopen/dlsym/pthread failures */
-  /* appended in ABI version 2 */
+  /* ABI version 2 */
   AOT_ERR_CHECK_FAILED = 10     /* aot_run: a run-time check of the model failed, e.g. an ONNX If
                                    selected a branch that cannot run at the compiled shapes; the
                                    message says which and why; the outputs are unspecified */
@@ -92,8 +99,9 @@ typedef enum aot_dtype {
   AOT_DTYPE_INT64 = 8,
   AOT_DTYPE_UINT8 = 9,
   AOT_DTYPE_BOOL = 10, /* one byte, 0 or 1 */
-  /* appended in ABI version 1 without a bump: an older runtime refuses these
-     names in a manifest (AOT_ERR_UNSUPPORTED), it never misreads them */
+  /* ABI version 2 (builds late in version 1 had them before the rule above; a
+     caller relies on them from 2): a runtime without them refuses their names in
+     a manifest (AOT_ERR_UNSUPPORTED), it never misreads them */
   AOT_DTYPE_UINT16 = 11,
   AOT_DTYPE_UINT32 = 12,
   AOT_DTYPE_UINT64 = 13,
@@ -166,7 +174,7 @@ AOT_API aot_status_t aot_model_open_file(const char* path, aot_model_t** out_mod
 AOT_API aot_status_t aot_model_open_memory(const void* data, size_t size,
                                            aot_model_t** out_model,
                                            aot_error_t* out_error);
-/* The same, with options (NULL: the defaults, as the calls above). */
+/* The same, with options (NULL: the defaults, as the calls above). ABI version 3. */
 AOT_API aot_status_t aot_model_open_file_with_options(const char* path,
                                                       const aot_model_options_t* options,
                                                       aot_model_t** out_model,

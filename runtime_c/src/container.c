@@ -65,10 +65,15 @@ aot_status_t aot__container_parse(const void* data, size_t size, aot__container_
   if (memcmp(p, "AOTMODEL", 8) != 0)
     return aot__fail(err, AOT_ERR_FORMAT, "bad magic: not an aot artifact");
   uint32_t version = rd32(p + 8);
-  if (version != AOT_FORMAT_VERSION)
+  if (version < AOT_FORMAT_VERSION)
     return aot__fail(err, AOT_ERR_UNSUPPORTED,
-                     "unsupported format version %u (this runtime knows %u)", version,
+                     "format version %u; this runtime reads %u: recompile the model", version,
                      AOT_FORMAT_VERSION);
+  if (version > AOT_FORMAT_VERSION)
+    return aot__fail(err, AOT_ERR_UNSUPPORTED,
+                     "format version %u; this runtime reads %u: a newer aot wrote it, update "
+                     "the runtime",
+                     version, AOT_FORMAT_VERSION);
   uint32_t count = rd32(p + 12);
   uint64_t table_off = rd64(p + 16);
   uint64_t file_size = rd64(p + 24);

@@ -2,7 +2,9 @@
  *
  * Strict: UTF-8 is validated, no trailing commas, no comments, no NaN or
  * Infinity, no leading zeros, no duplicate keys, nesting depth <= 64,
- * objects have at most 1024 members. Numbers are kept as int64 when they are
+ * objects have at most 1024 members (a manifest's objects have a few fixed
+ * keys; the compiler's tables keyed by name are in the tooling section, which
+ * the runtime never decodes). Numbers are kept as int64 when they are
  * integers (the manifest needs only those); other numbers are accepted and
  * flagged is_int = 0 (no strtod: the library must not depend on the locale).
  * Errors give the byte offset.

@@ -30,9 +30,6 @@
 
 #define MAX_RANK 32u
 #define MAX_ALIGN 4096
-/* manifest format_version: 1, or 2 = 1 plus "checks" (an older runtime refuses 2
- * rather than run a model without its checks) */
-#define MANIFEST_VERSION_CHECKS 2
 /* the checks function returns 1 + an index as int32 */
 #define MAX_CHECKS (1u << 20)
 
@@ -263,15 +260,12 @@ static aot_status_t plan_weights(aot_model_t* m, const aot__container_t* c, cons
 /* The manifest's "checks" (messages) and, when there is one, the checks function named by
  * the chosen cpu entry's "checks" (default aot_model_checks). */
 static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const aot__json_t* cpu,
-                                int64_t version, aot_error_t* err) {
+                                aot_error_t* err) {
   const aot__json_t* cs = aot__json_get(root, "checks");
   if (!cs || cs->kind == AOT_JSON_NULL) return AOT_OK;
   if (cs->kind != AOT_JSON_ARRAY)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"checks\" must be an array");
   if (cs->count == 0) return AOT_OK;
-  if (version < MANIFEST_VERSION_CHECKS)
-    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"checks\" needs format_version %d, not %lld",
-                     MANIFEST_VERSION_CHECKS, (long long)version);
   if (cs->count > MAX_CHECKS)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: more than %u checks", MAX_CHECKS);
   m->check_messages = calloc(cs->count, sizeof *m->check_messages);
@@ -341,7 +335,7 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
 /* Decode and load the code section s of the "cpu" entry pick, resolve the manifest's
  * symbols in it, and compare the manifest with the code's description. */
 static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const aot__json_t* root,
-                              const aot__json_t* pick, const aot__section_t* s, int64_t version,
+                              const aot__json_t* pick, const aot__section_t* s,
                               aot_error_t* err) {
   const char *entry, *info;
   aot_status_t st;
@@ -358,7 +352,7 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
   void* sym;
   if ((st = aot__code_symbol(&m->code, entry, &sym, err))) return st;
   m->entry = (aot__entry_fn)sym;
-  if ((st = load_checks(m, root, pick, version, err))) return st;
+  if ((st = load_checks(m, root, pick, err))) return st;
 
   const aot__json_t* ks = aot__json_get(root, "kernels");
   if (!ks || ks->kind != AOT_JSON_ARRAY)
@@ -455,10 +449,9 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
   int64_t version;
   if ((st = get_int(root, "format_version", "manifest", 1, 0, INT64_MIN, INT64_MAX, &version, err)))
     goto done;
-  if (version < AOT_FORMAT_VERSION || version > MANIFEST_VERSION_CHECKS) {
-    st = aot__fail(err, AOT_ERR_UNSUPPORTED,
-                   "manifest: format_version %lld (this runtime reads %u to %d)", (long long)version,
-                   AOT_FORMAT_VERSION, MANIFEST_VERSION_CHECKS);
+  if (version != AOT_FORMAT_VERSION) { /* the header's was checked: this one disagrees */
+    st = aot__fail(err, AOT_ERR_FORMAT, "manifest: format_version %lld, not the header's %u",
+                   (long long)version, AOT_FORMAT_VERSION);
     goto done;
   }
   const aot__json_t* model = aot__json_get(root, "model");
@@ -487,7 +480,7 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
       (st = take(b, m->weights_bytes + 1, "section 'weights'", err)) ||
       (st = take(b, 2 * cs->raw_size + 1, what, err)))
     goto done;
-  if ((st = load_code(m, c, root, pick, cs, version, err))) goto done;
+  if ((st = load_code(m, c, root, pick, cs, err))) goto done;
   give(b, cs->raw_size + 1);
   /* the code has vouched for the weights' size: only now are they decoded */
   if (ws) {

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "aot_runtime.h"
+
 uint32_t aot__crc32(uint32_t crc, const void* data, size_t n); /* from the library */
 
 static void wr32(uint8_t* p, uint32_t v) {
@@ -47,7 +49,7 @@ uint8_t* tw_pack(const char* manifest_json, const tw_section_t* sections, size_t
   }
   uint8_t* buf = calloc(1, end);
   memcpy(buf, "AOTMODEL", 8);
-  wr32(buf + 8, 1);
+  wr32(buf + 8, AOT_FORMAT_VERSION);
   wr32(buf + 12, (uint32_t)total);
   wr64(buf + 16, 64);
   wr64(buf + 24, end);

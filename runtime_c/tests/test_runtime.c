@@ -20,10 +20,14 @@
 #define N 148
 #define C 37
 
-/* format_version, arch, arch, extra cpu fields, extra kernel 0 fields, kernel 1's symbol, extra
+/* the "format_version" member every test manifest begins with */
+#define FV "\"format_version\": 2"
+_Static_assert(AOT_FORMAT_VERSION == 2, "FV spells AOT_FORMAT_VERSION");
+
+/* arch, arch, extra cpu fields, extra kernel 0 fields, kernel 1's symbol, extra
  * kernel 1 fields, extra top-level fields */
 static const char* kManifestFmt =
-    "{\"format_version\": %d,\n"
+    "{" FV ",\n"
     " \"compiler\": {\"name\": \"aot\", \"version\": \"0.1.0\"},\n"
     " \"model\": {\"name\": \"axpb\", \"source_sha256\": \"00\"},\n"
     " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
@@ -49,11 +53,11 @@ static uint8_t* g_code;
 static size_t g_code_size;
 static float g_w[C];
 
-static uint8_t* build_kernels(int version, const char* arch, const char* cpu_extra,
+static uint8_t* build_kernels(const char* arch, const char* cpu_extra,
                               const char* k0_extra, const char* k1_symbol, const char* k1_extra,
                               const char* extra, int zstd_code, size_t* out_size) {
   char manifest[4096];
-  snprintf(manifest, sizeof manifest, kManifestFmt, version, arch, arch, cpu_extra, k0_extra,
+  snprintf(manifest, sizeof manifest, kManifestFmt, arch, arch, cpu_extra, k0_extra,
            k1_symbol, k1_extra, extra);
   char secname[32];
   snprintf(secname, sizeof secname, "cpu.%s", arch);
@@ -61,14 +65,13 @@ static uint8_t* build_kernels(int version, const char* arch, const char* cpu_ext
   return tw_pack(manifest, secs, 2, out_size);
 }
 
-static uint8_t* build_manifest(int version, const char* arch, const char* cpu_extra,
-                               const char* k1_symbol, const char* extra, int zstd_code,
-                               size_t* out_size) {
-  return build_kernels(version, arch, cpu_extra, "", k1_symbol, "", extra, zstd_code, out_size);
+static uint8_t* build_manifest(const char* arch, const char* cpu_extra, const char* k1_symbol,
+                               const char* extra, int zstd_code, size_t* out_size) {
+  return build_kernels(arch, cpu_extra, "", k1_symbol, "", extra, zstd_code, out_size);
 }
 
 static uint8_t* build(const char* arch, const char* k1_symbol, int zstd_code, size_t* out_size) {
-  return build_manifest(1, arch, "", k1_symbol, "", zstd_code, out_size);
+  return build_manifest(arch, "", k1_symbol, "", zstd_code, out_size);
 }
 
 #define CHECK_MESSAGES \
@@ -81,7 +84,7 @@ static uint8_t* build_checked(const char* symbol, size_t* out_size) {
   const char* info = strcmp(symbol, "aot_model_checks_broken") == 0 ? "aot_code_info_checks_broken"
                                                                     : "aot_code_info_checked";
   snprintf(cpu_extra, sizeof cpu_extra, ", \"checks\": \"%s\", \"code_info\": \"%s\"", symbol, info);
-  return build_manifest(2, ARCH, cpu_extra, "aot_kernel_1", CHECK_MESSAGES, 1, out_size);
+  return build_manifest(ARCH, cpu_extra, "aot_kernel_1", CHECK_MESSAGES, 1, out_size);
 }
 
 static void fill_input(float* x, int seed) {
@@ -321,6 +324,15 @@ static void test_manifest_errors(void) {
   uint8_t* art = build(ARCH, "aot_kernel_9", 1, &size);
   expect_open_error(art, size, AOT_ERR_FORMAT, "missing symbol 'aot_kernel_9'", "missing symbol");
   free(art);
+  /* an artifact of another format version: refused at the header, saying which side to update */
+  art = build(ARCH, "aot_kernel_1", 1, &size);
+  art[8] = AOT_FORMAT_VERSION - 1;
+  expect_open_error(art, size, AOT_ERR_UNSUPPORTED,
+                    "format version 1; this runtime reads 2: recompile the model", "older format");
+  art[8] = AOT_FORMAT_VERSION + 1;
+  expect_open_error(art, size, AOT_ERR_UNSUPPORTED,
+                    "format version 3; this runtime reads 2: a newer aot wrote it", "newer format");
+  free(art);
   const char* other = strcmp(ARCH, "x86_64") == 0 ? "aarch64" : "x86_64";
   art = build(other, "aot_kernel_1", 1, &size);
   expect_open_error(art, size, AOT_ERR_UNSUPPORTED, "no CPU code for " ARCH, "wrong arch");
@@ -328,7 +340,7 @@ static void test_manifest_errors(void) {
 
 /* the least manifest that gets past the fields every model has (an output, an arena, weights) */
 #define MIN_MANIFEST                                                                      \
-  "{\"format_version\": 1, \"inputs\": [], \"outputs\": [{\"name\": \"y\", \"dtype\": \"int8\", " \
+  "{" FV ", \"inputs\": [], \"outputs\": [{\"name\": \"y\", \"dtype\": \"int8\", " \
   "\"shape\": []}]"
 #define MIN_ARENA_WEIGHTS \
   ", \"arena\": {\"bytes\": 0}, \"weights\": {\"section\": \"weights\", \"bytes\": 0}"
@@ -338,22 +350,23 @@ static void test_manifest_errors(void) {
     const char* needle;
   } cases[] = {
       {"[1]", AOT_ERR_FORMAT, "top level is not a JSON object"},
-      {"{\"format_version\": 1,}", AOT_ERR_FORMAT, "JSON error at byte"},
-      {"{\"format_version\": 3}", AOT_ERR_UNSUPPORTED,
-       "format_version 3 (this runtime reads 1 to 2)"},
-      {"{\"format_version\": 0}", AOT_ERR_UNSUPPORTED, "format_version 0"},
-      {"{\"format_version\": 1, \"format_version\": 1}", AOT_ERR_FORMAT, "duplicate key"},
-      {"{\"format_version\": 1}", AOT_ERR_FORMAT, "\"inputs\" must be an array"},
-      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"complex64\", "
+      {"{" FV ",}", AOT_ERR_FORMAT, "JSON error at byte"},
+      /* the header's version was checked: a manifest that disagrees is malformed */
+      {"{\"format_version\": 3}", AOT_ERR_FORMAT, "manifest: format_version 3, not the header's 2"},
+      {"{\"format_version\": 1}", AOT_ERR_FORMAT, "manifest: format_version 1, not the header's 2"},
+      {"{\"format_version\": \"2\"}", AOT_ERR_FORMAT, "\"format_version\" must be an integer"},
+      {"{" FV ", \"format_version\": 1}", AOT_ERR_FORMAT, "duplicate key"},
+      {"{" FV "}", AOT_ERR_FORMAT, "\"inputs\" must be an array"},
+      {"{" FV ", \"inputs\": [{\"name\": \"x\", \"dtype\": \"complex64\", "
        "\"shape\": []}], \"outputs\": []}",
        AOT_ERR_UNSUPPORTED, "unknown dtype \"complex64\""},
-      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
+      {"{" FV ", \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
        "\"shape\": [-1]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "shape[0] must be a non-negative integer"},
-      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
+      {"{" FV ", \"inputs\": [{\"name\": \"x\", \"dtype\": \"int8\", "
        "\"shape\": [1.5]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "shape[0] must be a non-negative integer"},
-      {"{\"format_version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"float64\", "
+      {"{" FV ", \"inputs\": [{\"name\": \"x\", \"dtype\": \"float64\", "
        "\"shape\": [4294967296, 4294967296]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "byte size overflows"},
       {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": []}", AOT_ERR_UNSUPPORTED, "no CPU code"},
@@ -443,10 +456,6 @@ static void test_checks(void) {
   art = build_checked("aot_model_no_such_checks", &size);
   expect_open_error(art, size, AOT_ERR_FORMAT, "aot_model_no_such_checks", "missing checks symbol");
   free(art);
-  /* checks in a format-1 manifest: an older runtime would have run without them */
-  art = build_manifest(1, ARCH, "", "aot_kernel_1", CHECK_MESSAGES, 1, &size);
-  expect_open_error(art, size, AOT_ERR_FORMAT, "\"checks\" needs format_version 2", "checks in v1");
-  free(art);
   static const struct {
     const char* checks;
     const char* needle;
@@ -458,12 +467,12 @@ static void test_checks(void) {
       {",\"checks\": [{\"message\": 7}]", "\"message\" must be a string"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    art = build_manifest(2, ARCH, "", "aot_kernel_1", bad[i].checks, 1, &size);
+    art = build_manifest(ARCH, "", "aot_kernel_1", bad[i].checks, 1, &size);
     expect_open_error(art, size, AOT_ERR_FORMAT, bad[i].needle, bad[i].checks);
     free(art);
   }
-  /* Format 2 without checks (or with none) opens and runs like format 1. */
-  art = build_manifest(2, ARCH, "", "aot_kernel_1", ",\"checks\": []", 1, &size);
+  /* No checks opens and runs like a model without them. */
+  art = build_manifest(ARCH, "", "aot_kernel_1", ",\"checks\": []", 1, &size);
   test_basic(art, size);
   free(art);
 }
@@ -495,7 +504,7 @@ static aot_model_t* open_built(uint8_t* art, size_t size) {
  * threads a 4-thread context starts, and its results against 1 thread's. */
 static void check_costed(const char* k0_extra, const char* k1_extra, int want_workers) {
   size_t size;
-  uint8_t* art = build_kernels(1, ARCH, "", k0_extra, "aot_kernel_1", k1_extra, "", 1, &size);
+  uint8_t* art = build_kernels(ARCH, "", k0_extra, "aot_kernel_1", k1_extra, "", 1, &size);
   aot_model_t* m = open_built(art, size);
   if (!m) return;
   aot_error_t err;
@@ -533,7 +542,7 @@ static void test_costs(void) {
                               ", \"cost_ns\": null"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     size_t size;
-    uint8_t* art = build_kernels(1, ARCH, "", bad[i], "aot_kernel_1", "", "", 1, &size);
+    uint8_t* art = build_kernels(ARCH, "", bad[i], "aot_kernel_1", "", "", 1, &size);
     expect_open_error(art, size, AOT_ERR_FORMAT, "kernels[0]: \"cost_ns\" must be an integer",
                       bad[i]);
     free(art);
@@ -547,7 +556,7 @@ static void test_costs(void) {
 static void test_split_stress(void) {
   char manifest[2048];
   snprintf(manifest, sizeof manifest,
-           "{\"format_version\": 1,\n"
+           "{" FV ",\n"
            " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
            " \"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]},\n"
            "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
@@ -637,7 +646,7 @@ static void test_zero_work(void) {
   for (size_t v = 0; v < sizeof kKernels / sizeof kKernels[0]; v++) {
     char manifest[2048];
     snprintf(manifest, sizeof manifest,
-             "{\"format_version\": 1,\n"
+             "{" FV ",\n"
              " \"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [4, 37]}],\n"
              " \"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [4, 37]},\n"
              "             {\"name\": \"s\", \"dtype\": \"float32\", \"shape\": []}],\n"
@@ -801,7 +810,7 @@ static void test_cpu_features(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t size;
-    uint8_t* art = build_manifest(1, ARCH, cases[i].extra, "aot_kernel_1", "", 1, &size);
+    uint8_t* art = build_manifest(ARCH, cases[i].extra, "aot_kernel_1", "", 1, &size);
     aot_status_t want = cases[i].code;
     const char* needle = cases[i].needle;
 #if !defined(__x86_64__)
@@ -849,7 +858,6 @@ static long peak_mib(void) {
 
 /* The test model's manifest with some of its parts replaced (NULL: the part as built). */
 typedef struct {
-  int version;
   const char* inputs;   /* JSON arrays */
   const char* outputs;
   const char* arena;    /* members with their leading ", "; "" leaves the member out */
@@ -875,9 +883,9 @@ static uint8_t* build_parts(const parts_t* p, const void* weights, size_t weight
                             size_t* out_size) {
   char manifest[4096];
   snprintf(manifest, sizeof manifest,
-           "{\"format_version\": %d, \"inputs\": %s, \"outputs\": %s%s%s,\n"
+           "{" FV ", \"inputs\": %s, \"outputs\": %s%s%s,\n"
            " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"%s}]%s%s}\n",
-           p->version ? p->version : 1, p->inputs ? p->inputs : P_INPUTS,
+           p->inputs ? p->inputs : P_INPUTS,
            p->outputs ? p->outputs : P_OUTPUTS, p->arena ? p->arena : P_ARENA,
            p->weights ? p->weights : P_WEIGHTS, ARCH, ARCH, p->cpu_extra ? p->cpu_extra : "",
            p->kernels ? p->kernels : P_KERNELS, p->extra ? p->extra : "");
@@ -953,12 +961,12 @@ static void test_manifest_against_code(void) {
       {{.cpu_extra = ", \"code_info\": \"aot_code_info_inc\""}, AOT_ERR_FORMAT,
        "the kernel count is 3, the code was built for 5"},
       /* checks the code has not, and the code's checks left out */
-      {{.version = 2, .extra = CHECK_MESSAGES}, AOT_ERR_FORMAT,
+      {{.extra = CHECK_MESSAGES}, AOT_ERR_FORMAT,
        "the check count is 2, the code was built for 0"},
       {{.cpu_extra = ", \"code_info\": \"aot_code_info_checked\""}, AOT_ERR_FORMAT,
        "the check count is 0, the code was built for 2"},
-      {{.version = 2, .cpu_extra = ", \"checks\": \"aot_model_checks_broken\", \"code_info\": "
-                                   "\"aot_code_info_checked\"", .extra = CHECK_MESSAGES},
+      {{.cpu_extra = ", \"checks\": \"aot_model_checks_broken\", \"code_info\": "
+                     "\"aot_code_info_checked\"", .extra = CHECK_MESSAGES},
        AOT_ERR_FORMAT, "the cpu entry's checks function is not the code's"},
   };
   size_t size;
@@ -990,7 +998,7 @@ static void test_memory_bounds(const char* dir) {
   if (!frame) return;
   char manifest[2048];
   snprintf(manifest, sizeof manifest,
-           "{\"format_version\": 1, \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA
+           "{" FV ", \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA
            ", \"weights\": {\"section\": \"weights\", \"bytes\": %llu},\n"
            " \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
            (unsigned long long)bomb, ARCH, ARCH);
@@ -1011,7 +1019,7 @@ static void test_memory_bounds(const char* dir) {
   CHECK(frame != NULL, "zstd code bomb");
   if (frame) {
     snprintf(manifest, sizeof manifest,
-             "{\"format_version\": 1, \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
+             "{" FV ", \"inputs\": " P_INPUTS ", \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
              ", \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
              ARCH, ARCH);
     tw_section_t code_bomb[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, frame, frame_size, 2}};
@@ -1029,7 +1037,7 @@ static void test_memory_bounds(const char* dir) {
   size_t big = (16u << 20) + 1;
   char* text = malloc(big + 1);
   memset(text, ' ', big);
-  memcpy(text, "{\"format_version\": 1}", 21);
+  memcpy(text, "{" FV "}", strlen("{" FV "}"));
   text[big] = 0;
   art = tw_pack(text, NULL, 0, &size);
   expect_open_error(art, size, AOT_ERR_FORMAT,
@@ -1038,7 +1046,7 @@ static void test_memory_bounds(const char* dir) {
   free(art);
   /* 12 MiB of "0," is 6 million JSON values, 600 MB as a tree: stopped at 128 MiB */
   size_t n = 0;
-  n += (size_t)sprintf(text, "{\"format_version\": 1, \"pad\": [0");
+  n += (size_t)sprintf(text, "{" FV ", \"pad\": [0");
   while (n < (12u << 20)) {
     memcpy(text + n, ",0", 2);
     n += 2;
@@ -1144,7 +1152,7 @@ static void test_many_inputs(void) {
     /* build_parts' buffer is too small for these: the manifest by hand */
     char* manifest = malloc(n + 2048);
     snprintf(manifest, n + 2048,
-             "{\"format_version\": 1, \"inputs\": %s, \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
+             "{" FV ", \"inputs\": %s, \"outputs\": " P_OUTPUTS P_ARENA P_WEIGHTS
              ", \"cpu\": [{\"section\": \"cpu.%s\", \"arch\": \"%s\"}]" P_KERNELS "}",
              inputs, ARCH, ARCH);
     tw_section_t secs[2] = {{"weights", g_w, sizeof g_w, 1}, {"cpu." ARCH, g_code, g_code_size, 1}};
