@@ -1,6 +1,7 @@
-"""The ordered pass list: graph rewrites to a fixed point, then fusion,
-scheduling, buffer assignment and memory planning, verifying after every
-change and dumping the IR after each pass that changed it (`--dump-ir DIR`).
+"""The ordered pass list: dead code left by the importer removed once, graph
+rewrites to a fixed point, then fusion, scheduling, buffer assignment and
+memory planning, verifying after every change and dumping the IR after each
+pass that changed it (`--dump-ir DIR`).
 
 `-v` lines say, per pass, its time and what it changed (a pass's `summary`).
 """
@@ -28,6 +29,16 @@ from aot.passes.simplify import Simplify
 from aot.plan import ExecutionPlan
 
 MAX_ROUNDS = 8
+
+
+def import_cleanup() -> list[Pass]:
+    """Run once on the imported graph, before the rewrites. Importers lower node
+    by node and leave dead nodes behind (shape subgraphs folded to constants,
+    weights folded into others, unrolled loop conditions, an If branch that
+    cannot run at the compiled shapes). The rewrites should not see them: CSE
+    keeps the earlier of two twins, which may be the dead one, and folding a
+    dead node is wasted work."""
+    return [DeadCodeElim()]
 
 
 def default_passes(lanes: int = 16) -> list[Pass]:
@@ -64,24 +75,30 @@ class _Dumper:
             self.options.log(line)
 
 
+def _run_pass(p: Pass, graph: Graph, dumper: _Dumper, when: str, log_unchanged: bool) -> bool:
+    start = time.perf_counter()
+    before = len(graph.nodes)
+    changed = p.run(graph)
+    elapsed = (time.perf_counter() - start) * 1000
+    if changed:
+        verify_graph(graph)
+        dumper.dump(p.name, print_graph(graph))
+    what = f"changed ({before} -> {len(graph.nodes)} nodes)" if changed else "no change"
+    summary = getattr(p, "summary", "")
+    if changed and summary:
+        what += f": {summary}"
+    if changed or log_unchanged:
+        dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  {when}: {what}")
+    return changed
+
+
 def _rewrite_to_fixed_point(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> None:
     for round_index in range(MAX_ROUNDS):
         any_change = False
         for p in options.passes:
-            start = time.perf_counter()
-            before = len(graph.nodes)
-            changed = p.run(graph)
-            elapsed = (time.perf_counter() - start) * 1000
-            if changed:
-                verify_graph(graph)
-                dumper.dump(p.name, print_graph(graph))
+            # later rounds log only what changed, so -v stays short
+            if _run_pass(p, graph, dumper, f"round {round_index + 1}", log_unchanged=round_index == 0):
                 any_change = True
-            what = f"changed ({before} -> {len(graph.nodes)} nodes)" if changed else "no change"
-            summary = getattr(p, "summary", "")
-            if changed and summary:
-                what += f": {summary}"
-            if changed or round_index == 0:  # later rounds: only what changed, so -v stays short
-                dumper.log(f"{p.name:<14} {elapsed:8.1f} ms  round {round_index + 1}: {what}")
         if not any_change:
             break
 
@@ -92,6 +109,8 @@ def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> Execut
     dumper = _Dumper(options)
     verify_graph(graph)
     dumper.dump("import", print_graph(graph))
+    for p in import_cleanup():
+        _run_pass(p, graph, dumper, "after import", log_unchanged=True)
     _rewrite_to_fixed_point(graph, options, dumper)
     start = time.perf_counter()
     kernels = fuse(graph)

@@ -303,8 +303,16 @@ def _bisect_passes(model: Path, shapes: Any, bind: Any, feeds: Mapping[str, np.n
     if problem:
         return Divergence("import", "the importer", f"the imported graph already differs from the reference: {problem}")
     from aot.ir.verifier import verify_graph
-    from aot.pipeline import MAX_ROUNDS
+    from aot.pipeline import MAX_ROUNDS, import_cleanup
 
+    # as run_pipeline does: what the importer left dead goes once, before the rounds
+    for p in import_cleanup():
+        if p.run(graph):
+            verify_graph(graph)
+            problem = differs()
+            if problem:
+                return Divergence("pass", p.name, f"after import: after this pass the graph differs from the "
+                                                  f"reference: {problem}")
     passes = default_passes(CpuTarget.from_name(cpu).vector_lanes)
     for round_index in range(MAX_ROUNDS):
         changed_any = False

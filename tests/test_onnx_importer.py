@@ -405,7 +405,8 @@ def test_shape_subgraph_folds():
              numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
     model = make_model(nodes, [vinfo("x", TensorProto.FLOAT, [2, 3, 4])], [vinfo("y", TensorProto.FLOAT, [])], inits)
     graph = compare(model, {"x": randn(2, 3, 4)})
-    assert [n.op for n in graph.nodes] == ["reshape"]
+    # what folded stays behind as dead constants until the pipeline's DCE
+    assert [n.op for n in graph.nodes if n.op != "constant"] == ["reshape"]
 
 
 def test_shape_start_end_and_size():
@@ -637,7 +638,7 @@ def test_dynamic_axes_shape_subgraph_folds_once_shape_is_given():
     model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset=17)
     graph = import_onnx(model, shapes={"x": (2, 3, 4)})
-    assert [n.op for n in graph.nodes] == ["reshape"]
+    assert [n.op for n in graph.nodes if n.op != "constant"] == ["reshape"]
     assert graph.outputs[0].type.shape == (2, 12)
 
 

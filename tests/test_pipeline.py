@@ -23,8 +23,14 @@ def test_pipeline_dumps_after_each_changing_pass(tmp_path):
     lines: list[str] = []
     plan = run_pipeline(graph, PipelineOptions(dump_dir=tmp_path, log=lines.append))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["00-import.ir", "01-const-fold.ir", "02-dce.ir", "03-output-copies.ir", "04-fusion.txt", "05-buffers.txt"]
-    assert "exp" not in (tmp_path / "02-dce.ir").read_text()
+    assert names == ["00-import.ir", "01-dce.ir", "02-const-fold.ir", "03-dce.ir", "04-output-copies.ir", "05-fusion.txt",
+                     "06-buffers.txt"]
+    # the dead exp goes before the rewrites run, the constants folded into %c after
+    assert "exp" in (tmp_path / "00-import.ir").read_text()
+    assert "exp" not in (tmp_path / "01-dce.ir").read_text()
+    assert "%a = constant" in (tmp_path / "02-const-fold.ir").read_text()
+    assert "%a = constant" not in (tmp_path / "03-dce.ir").read_text()
+    assert lines[0].startswith("dce") and "after import: changed (6 -> 5 nodes)" in lines[0]
     assert any(line.startswith("const-fold") for line in lines)
     assert len(plan.kernels) == 2
     got = interpret(graph, {"x": np.ones((2, 3), np.float32)})
@@ -50,6 +56,18 @@ def test_verbose_lines_say_what_each_pass_changed():
     assert "1 duplicate node(s) merged" in text
     assert any(line.startswith("buffers") and "lower bound" in line for line in lines)
     assert [k.ops for k in plan.kernels] == [["exp", "add"]]
+
+
+def test_dead_nodes_from_the_import_go_before_the_rewrites():
+    # CSE keeps the earlier of two twins: were the dead %early still there, it would replace %late
+    graph = parse_graph(ir("""
+        graph @g(%x: f32[2,3]) {
+          %early = exp(%x) : f32[2,3] loc("Exp_0")
+          %late = exp(%x) : f32[2,3] loc("Exp_1")
+          return %late as "y"
+        }"""))
+    plan = run_pipeline(graph)
+    assert [(n.out.name, n.loc) for n in plan.graph.nodes] == [("late", "Exp_1")]
 
 
 def _in_place_model():

@@ -5,6 +5,10 @@ The op table maps an ONNX op_type (default domain) to a function
 modules and handed to the Ctx, which lowers each node (Ctx.lower_node).
 Every node is checked against the table before any is lowered, so a model
 with several unsupported ops fails once, listing all of them.
+
+Lowering node by node leaves dead nodes behind (shape subgraphs folded to
+constants, weights folded into others, a branch that cannot run at the
+compiled shapes): the pipeline's first step removes them (aot/pipeline.py).
 """
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ from aot.errors import ModelError, UnsupportedError
 from aot.ir import Graph
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
-from aot.passes.dce import DeadCodeElim
 
 from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_ml, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape, ops_trees
 from .context import Ctx, Lowering, node_name
@@ -75,8 +78,6 @@ def lower_graph(proto: onnx.ModelProto, inputs: list[InputSpec], opset: int) -> 
         if out.name not in ctx.env and out.name not in ctx.pending:
             raise ModelError(f"graph output '{out.name}' is not produced by any node")
         graph.add_output(ctx.value(out.name), out.name)
-    # drop folded shape subgraphs and constants folded into others
-    DeadCodeElim().run(graph)
     verify_graph(graph)
     return graph
 

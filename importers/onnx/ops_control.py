@@ -189,7 +189,7 @@ def _try_branch(ctx: Ctx, branch: onnx.GraphProto, what: str, flag: Value,
     try:
         outputs = _inline(ctx, branch, [], what)
     except ModelError as err:
-        # its other nodes are pure and dead: the importer's DCE drops them
+        # its other nodes are pure and dead: the pipeline's first DCE drops them
         ctx.graph.remove_nodes([n for n in ctx.graph.nodes[first:] if n.op in CHECKS])
         return None, str(err)
     inner = [n for n in ctx.graph.nodes[first:] if n.op in CHECKS]
