@@ -107,7 +107,8 @@ def test_tooling_objects_have_no_member_cap(compiled):
 
 
 DAMAGED = [
-    (lambda t: t.update(kernels=t["kernels"][:-1]), r'"kernels" must be an array with one entry per manifest kernels\[\] entry \(\d+\)'),
+    (lambda t: t.update(kernels=t["kernels"][:-1]),
+     r'"kernels" must be an array with one entry per manifest kernels\[\] entry \(\d+\)'),
     (lambda t: t["kernels"][0].update(name="other"), r"kernels\[0\]: name 'other' is not the manifest's"),
     (lambda t: t["kernels"][0].update(ops="dot"), r'kernels\[0\]: "ops" must be an array of strings'),
     (lambda t: t["kernels"][0].update(reason=7), r'kernels\[0\]: "reason" must be a string'),
