@@ -1,28 +1,13 @@
-"""Shape rules and numpy references of gather, scatter, reverse, sort/argsort,
-conv lhs_dilation, reduce_window dilations and the new elementwise ops."""
+"""Shape rules and numpy references of gather, scatter and reverse (aot/ops/indexing.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from aot.errors import IRError
-from aot.ir.builder import normalize_attr
 from aot.ir.types import DType, TensorType
-from aot.ops import NON_ELEMENTAL, evaluate, infer_type
-
-# numpy's own fmod/log1p/tan warn on the special values compared here
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-def run(op: str, *arrays: np.ndarray, **attrs) -> np.ndarray:
-    attrs = {k: normalize_attr(v) for k, v in attrs.items()}
-    out = infer_type(op, [TensorType(DType.from_numpy(a.dtype), a.shape) for a in arrays], attrs)
-    return evaluate(op, list(arrays), attrs, out)
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
+from aot.ops import infer_type
+from ops_util import run
 
 
 # -- gather ---------------------------------------------------------------------------
@@ -168,119 +153,10 @@ def test_scatter_rejects_bad_kind_and_shapes():
         infer_type("scatter", [types[0], types[1], TensorType(DType.F64, (2, 3))], dict(ROWS, kind="add"))
 
 
-# -- reverse, sort ----------------------------------------------------------------------
+# -- reverse ----------------------------------------------------------------------------
 def test_reverse(rng):
     x = rng.standard_normal((3, 4, 5))
     np.testing.assert_array_equal(run("reverse", x, dims=(0, 2)), x[::-1, :, ::-1])
     np.testing.assert_array_equal(run("reverse", x, dims=()), x)
     with pytest.raises(IRError):
         infer_type("reverse", [TensorType(DType.F32, (3,))], {"dims": (1,)})
-
-
-def test_argsort_stable_and_nan_order():
-    x = np.array([[3.0, np.nan, 1.0, 0.0, -0.0, 1.0, np.nan]], np.float32)
-    asc = run("argsort", x, dim=1, descending=False, dtype=DType.I32)
-    desc = run("argsort", x, dim=1, descending=True, dtype=DType.I64)
-    assert asc.dtype == np.int32 and desc.dtype == np.int64
-    np.testing.assert_array_equal(asc, [[3, 4, 2, 5, 0, 1, 6]])  # ties in order, NaN last
-    np.testing.assert_array_equal(desc, [[1, 6, 0, 2, 5, 3, 4]])  # NaN first, ties still in order
-    values = run("sort", x, dim=1, descending=True)
-    np.testing.assert_array_equal(values, x[:, desc[0]])
-
-
-def test_sort_ints_along_dim0(rng):
-    x = rng.integers(-50, 50, (9, 4)).astype(np.int8)
-    np.testing.assert_array_equal(run("sort", x, dim=0, descending=False), np.sort(x, axis=0))
-    np.testing.assert_array_equal(run("sort", x, dim=0, descending=True), np.sort(x, axis=0)[::-1])
-    u = np.array([200, 3, 255, 0], np.uint8)
-    np.testing.assert_array_equal(run("sort", u, dim=0, descending=False), [0, 3, 200, 255])
-
-
-def test_sort_rejects_bad_attrs():
-    t = [TensorType(DType.F32, (3, 4))]
-    with pytest.raises(IRError):
-        infer_type("sort", t, {"dim": 2, "descending": False})
-    with pytest.raises(IRError):
-        infer_type("argsort", t, {"dim": 1, "descending": False, "dtype": DType.F32})
-    assert {"scatter", "sort", "argsort"} <= NON_ELEMENTAL
-
-
-# -- conv / reduce_window dilation --------------------------------------------------------
-def test_conv_lhs_dilation_equals_conv_of_spread_input(rng):
-    x = rng.standard_normal((1, 2, 4, 3))
-    w = rng.standard_normal((3, 2, 2, 3))
-    attrs = dict(strides=(1, 2), padding=((1, 1), (2, 0)), dilation=(1, 1), groups=1)
-    got = run("conv", x, w, lhs_dilation=(3, 2), **attrs)
-    spread = np.zeros((1, 2, 10, 5))
-    spread[:, :, ::3, ::2] = x
-    np.testing.assert_allclose(got, run("conv", spread, w, **attrs))
-    assert run("conv", x, w, lhs_dilation=(1, 1), **attrs).shape == run("conv", x, w, **attrs).shape
-
-
-def test_conv_transposed_1d_by_hand():
-    # stride-2 transposed conv of [1, 2] with kernel [1, 10, 100] (flipped: full correlation)
-    x = np.array([[[1.0, 2.0]]])
-    w = np.array([[[100.0, 10.0, 1.0]]])
-    got = run("conv", x, w, strides=(1,), padding=((2, 2),), dilation=(1,), lhs_dilation=(2,), groups=1)
-    np.testing.assert_allclose(got, [[[1.0, 10.0, 102.0, 20.0, 200.0]]])
-
-
-def test_reduce_window_dilations_by_hand():
-    x = np.array([1.0, 2.0, 3.0], np.float32)
-    # base dilation 2: [1, id, 2, id, 3]; windows of 2 with window dilation 2: (0,2), (1,3), (2,4)
-    got = run("reduce_window", x, kind="sum", window=(2,), strides=(1,), padding=((0, 0),), base_dilation=(2,), window_dilation=(2,))
-    np.testing.assert_array_equal(got, [3.0, 0.0, 5.0])
-    got = run("reduce_window", x, kind="max", window=(2,), strides=(1,), padding=((1, 0),), base_dilation=(2,))
-    np.testing.assert_array_equal(got, [1.0, 1.0, 2.0, 2.0, 3.0])
-    with pytest.raises(IRError, match="window_dilation"):
-        infer_type("reduce_window", [TensorType(DType.F32, (3,))],
-                   {"kind": "sum", "window": (2,), "strides": (1,), "padding": ((0, 0),), "window_dilation": (0,)})
-
-
-# -- elementwise --------------------------------------------------------------------------
-def test_rem_int_and_float():
-    a = np.array([7, -7, 7, -7, 5, -128, 0], np.int8)
-    b = np.array([3, 3, -3, -3, 0, -1, 4], np.int8)
-    np.testing.assert_array_equal(run("rem", a, b), [1, -1, 1, -1, 0, 0, 0])
-    f = np.array([5.5, -5.5, 1e30, 3.0, np.inf, 1.0], np.float32)
-    g = np.array([2.0, 2.0, 7.0, np.inf, 1.0, 0.0], np.float32)
-    np.testing.assert_array_equal(run("rem", f, g), np.fmod(f, g))
-
-
-def test_shifts_out_of_range():
-    a = np.array([1, -8, 127, -128, 5, -3], np.int8)
-    b = np.array([1, 2, 8, 7, -1, 100], np.int8)
-    np.testing.assert_array_equal(run("shift_left", a, b), [2, -32, 0, 0, 0, 0])
-    np.testing.assert_array_equal(run("shift_right_arithmetic", a, b), [0, -2, 0, -1, 0, -1])
-    np.testing.assert_array_equal(run("shift_right_logical", a, b), [0, 62, 0, 1, 0, 0])
-    with pytest.raises(IRError):
-        infer_type("shift_left", [TensorType(DType.F32, (2,))] * 2, {})
-
-
-def test_bitwise_on_ints_and_counts():
-    a = np.array([0b1010, -1, 0, 255], np.int32)
-    b = np.array([0b0110, 5, 0, 15], np.int32)
-    np.testing.assert_array_equal(run("and", a, b), a & b)
-    np.testing.assert_array_equal(run("or", a, b), a | b)
-    np.testing.assert_array_equal(run("xor", a, b), a ^ b)
-    np.testing.assert_array_equal(run("not", a), ~a)
-    np.testing.assert_array_equal(run("popcnt", a), [2, 32, 0, 8])
-    np.testing.assert_array_equal(run("clz", a), [28, 0, 32, 24])
-    np.testing.assert_array_equal(run("not", np.array([True, False])), [False, True])
-    with pytest.raises(IRError):
-        infer_type("and", [TensorType(DType.F32, (2,))] * 2, {})
-
-
-def test_float_unary_and_atan2():
-    x = np.array([-1.0, -1e-8, 0.0, 0.5, 2.0, np.inf, np.nan], np.float64)
-    np.testing.assert_array_equal(run("expm1", x), np.expm1(x))
-    np.testing.assert_array_equal(run("log1p", x), np.log1p(x))
-    np.testing.assert_array_equal(run("tan", x), np.tan(x))
-    fin = run("is_finite", x.astype(np.float32))
-    assert fin.dtype == np.bool_
-    np.testing.assert_array_equal(fin, np.isfinite(x))
-    y = np.array([0.0, -0.0, 1.0, -1.0, np.inf], np.float32)
-    z = np.array([-0.0, -1.0, 0.0, -np.inf, np.inf], np.float32)
-    np.testing.assert_array_equal(run("atan2", y, z), np.arctan2(y, z))
-    with pytest.raises(IRError):
-        infer_type("is_finite", [TensorType(DType.I32, (2,))], {})
