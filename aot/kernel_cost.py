@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from aot.ir.graph import Node
+from aot.ops import PACKED
 from aot.plan import Kernel
 
 # nanoseconds per unit of each term (see the module docstring); the fit's
@@ -42,18 +43,24 @@ DATA_MOVEMENT = frozenset({
 })
 
 
+def _features(node: Node, logical: int) -> int:
+    """Output features (columns, channels) the node computes: a packed op computes whole
+    blocks, its weight's padding included (ops/packed.py)."""
+    if node.op in PACKED:
+        wp = node.inputs[1].type
+        return wp.shape[0] * wp.shape[-1]
+    return logical
+
+
 def _dot_macs(node: Node) -> int:
     lhs = node.inputs[0].type
     contracted = math.prod(lhs.shape[d] for d in node.attrs["lhs_contract"])
-    return node.out.type.size * contracted
+    out = node.out.type
+    return math.prod(out.shape[:-1]) * _features(node, out.shape[-1]) * contracted
 
 
 def _taps(size: int, out: int, kernel: int, stride: int, pad_lo: int, dilation: int, lhs_dilation: int) -> int:
-    """(output position, kernel tap) pairs of one spatial dim that read the input, not its padding.
-
-    Blocked layouts pad a dim of size 1 by kernel - 1 on both sides (a channel
-    block as a fake spatial dim): counting every tap would count 16x the work.
-    """
+    """(output position, kernel tap) pairs of one spatial dim that read the input, not its padding."""
     extent = (size - 1) * lhs_dilation + 1
     pairs = 0
     for tap in range(kernel):
@@ -73,15 +80,15 @@ def _conv_macs(node: Node) -> int:
     for d in range(x.rank - 2):
         taps *= _taps(x.shape[2 + d], out.shape[2 + d], w.shape[2 + d], attrs["strides"][d],
                       attrs["padding"][d][0], attrs["dilation"][d], lhs_dilation[d])
-    return out.shape[0] * out.shape[1] * w.shape[1] * taps
+    return out.shape[0] * _features(node, out.shape[1]) * w.shape[1] * taps
 
 
 def _node_term(node: Node) -> tuple[str, float]:
     """(term, amount) of one fused node."""
     size = node.out.type.size
-    if node.op == "dot":
+    if node.op in ("dot", "packed_dot"):
         return "macs", _dot_macs(node)
-    if node.op == "conv":
+    if node.op in ("conv", "packed_conv"):
         return "macs", _conv_macs(node)
     if node.op == "reduce":
         return "reduced", node.inputs[0].type.size

@@ -11,14 +11,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from aot.codegen.cpu.conv import CONV_EMITTER
+from aot.codegen.cpu.packed_conv import CONV_EMITTER
 from aot.codegen.cpu.conv1x1 import POINTWISE_EMITTER
 from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
 from targets_util import host_runs
-from tests.test_codegen_gemm import TOL, check, compile_and_run, conv2d, emitters, feeds_for
+from tests.test_codegen_packed import TOL, check, compile_and_run, conv2d, emitters, feeds_for
 
 
 def _relu6(b: Builder, y: Value, seed: int) -> Value:

@@ -1,6 +1,6 @@
 """Depthwise/narrow conv (codegen/cpu/depthwise.py) and pooling (pool.py) kernels vs the interpreter.
 
-As test_codegen_gemm.py: each graph goes through the default pipeline, is
+As test_codegen_packed.py: each graph goes through the default pipeline, is
 compiled for the host and run split into pieces (last piece first), and each
 test checks which body emitter took the kernel, so a silent fallback to the
 elemental path fails; the decline tests check the fallback is still right.
@@ -12,10 +12,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from test_codegen_gemm import check, compile_and_run, conv2d, emitters, feeds_for
+from test_codegen_packed import check, compile_and_run, conv2d, emitters, feeds_for
 from targets_util import cpus_to_check
 
-from aot.codegen.cpu.conv import CONV_EMITTER
+from aot.codegen.cpu.packed_conv import CONV_EMITTER
 from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES
 from aot.codegen.cpu.pool import POOL_EMITTER
 from aot.interpreter import interpret

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_codegen_gemm import compile_and_run
+from test_codegen_packed import compile_and_run
 from test_fusion import LAYER_NORM
 from targets_util import cpus_to_check
 

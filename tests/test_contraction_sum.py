@@ -29,7 +29,7 @@ def block(join: str, down_o: int = 8) -> str:
 def packed(text: str, lanes: int = 8):
     graph = parse_graph(ir(text))
     assert Layout(lanes).run(graph)
-    convs = [n for n in graph.nodes if n.op == "conv"]
+    convs = [n for n in graph.nodes if n.op == "packed_conv"]
     users = graph.users()
     return graph, convs, lambda v: users.get(id(v), [])
 
@@ -45,15 +45,15 @@ def test_residual_sum_joins_at_the_add():
     join = accumulation_join(main, down, users_of)
     assert join is not None and join.out.name == "s"
     assert accumulation_join(down, main, users_of) is join
-    # the tail: transpose, reshape (no slice: 8 channels fill the lanes), bias add, join add
-    assert [n.op for n in additive_tail(main, users_of)[:3]] == ["transpose", "reshape", "add"]
+    # the tail: bias add, join add
+    assert [n.out.name for n in additive_tail(main, users_of)] == ["m", "s"]
 
 
 def test_fusion_puts_both_convs_in_one_kernel():
     graph, _, _ = packed(block(SUM_RELU))
     (kernel,) = fuse(graph)
-    assert sum(1 for n in kernel.nodes if n.op == "conv") == 2
-    assert "(conv): fused, conv accumulates into its consumer's conv" in explain([kernel])
+    assert sum(1 for n in kernel.nodes if n.op == "packed_conv") == 2
+    assert "(packed_conv): fused, conv accumulates into its consumer's conv" in explain([kernel])
 
 
 def test_no_join_when_an_activation_comes_before_the_sum():
@@ -80,8 +80,8 @@ def test_no_join_when_a_conv_result_has_a_second_use():
     assert len(fuse(graph)) == 2
 
 
-def test_joins_through_the_unpadding_slice():
-    # 12 output channels in 8 lanes: both unpack chains end with the same slice
+def test_joins_with_channels_padded_to_the_lanes():
+    # 12 output channels in 8 lanes: both packed weights hold 4 channels of padding
     text = """
         graph @g(%x: f32[1,4,8,8], %h: f32[1,8,4,4]) {
           %w = constant() {value = dense<0.5>} : f32[12,8,3,3]
@@ -92,8 +92,21 @@ def test_joins_through_the_unpadding_slice():
           return %s as "y"
         }"""
     graph, (main, down), users_of = packed(text)
-    assert [n.op for n in additive_tail(main, users_of)] == ["transpose", "reshape", "slice", "add"]
+    assert [n.out.name for n in additive_tail(main, users_of)] == ["s"]
     assert accumulation_join(main, down, users_of).out.name == "s"
+
+
+def test_no_join_of_convs_packed_in_different_lanes():
+    graph, (main, down), users_of = packed(block(SUM_RELU))
+    down.attrs = {**down.attrs, "reversed": False}  # the same result type, another lane order
+    assert accumulation_join(main, down, users_of) is None
+
+
+def test_no_join_of_unpacked_convs():
+    graph = parse_graph(ir(block(SUM_RELU)))
+    main, down = [n for n in graph.nodes if n.op == "conv"]
+    users = graph.users()
+    assert accumulation_join(main, down, lambda v: users.get(id(v), [])) is None
 
 
 @pytest.mark.parametrize("op", ["sub", "max"])

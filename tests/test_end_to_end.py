@@ -68,8 +68,8 @@ def test_avx2_build_packs_eight_lanes_and_matches_onnxruntime(compiled, name, tm
 
     paths, _ = compiled
     result = compile_model(paths[name], tmp_path / f"{name}.aot", cpu="haswell")
-    packed = [n for n in result.plan.graph.nodes if n.op in ("dot", "conv") and n.inputs[1].type.rank in (3, 5)]
-    assert packed and all(n.inputs[1].type.shape[-1] == 8 for n in packed)
+    packed = [n for n in result.plan.graph.nodes if n.op in ("packed_dot", "packed_conv")]
+    assert packed and all(n.attrs["lanes"] == 8 and n.inputs[1].type.shape[-1] == 8 for n in packed)
     if not host_runs(CpuTarget.from_name("haswell")):
         pytest.skip("this host cannot run AVX2 code")
     x = np.load(paths[name].with_suffix(".input.npy"))

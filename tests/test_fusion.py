@@ -295,20 +295,18 @@ def test_dot_epilogue_ends_before_the_transpose_that_splits_attention_heads():
     assert "the dot epilogue ends before reshape %h" in explain(fuse(parse_graph(ir(text))))
 
 
-def test_packed_dot_epilogue_keeps_its_unpack_chain():
-    # after the layout pass: dot -> row reshape -> slice (its unpack chain) -> relu, then a transpose
+def test_packed_dot_epilogue_ends_before_a_transpose():
+    # after the layout pass: packed_dot (12 columns in a block of 16) -> relu, then a transpose
     text = """
         graph @g(%x: f32[4,8]) {
           %w = constant() {value = dense<1.0>} : f32[1,8,16]
-          %d = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[4,1,16]
-          %r = reshape(%d) {shape = [4, 16]} : f32[4,16]
-          %c = slice(%r) {start = [0, 0], limit = [4, 12], stride = [1, 1]} : f32[4,12]
+          %d = packed_dot(%x, %w) {columns = 12, lanes = 16, lhs_contract = [1], reversed = false} : f32[4,12]
           %z = constant() {value = dense<0.0>} : f32[4,12]
-          %a = max(%c, %z) : f32[4,12]
+          %a = max(%d, %z) : f32[4,12]
           %t = transpose(%a) {perm = [1, 0]} : f32[12,4]
           return %t as "y"
         }"""
-    assert kernels_of(text) == [("a", ["d", "r", "c", "a"], ["x", "w", "z"]), ("t", ["t"], ["a"])]
+    assert kernels_of(text) == [("a", ["d", "a"], ["x", "w", "z"]), ("t", ["t"], ["a"])]
 
 
 def test_does_not_fuse_a_second_conv_into_a_kernel_that_has_one():
@@ -365,8 +363,8 @@ def test_packed_dot_lhs_reached_through_a_transpose_is_materialized():
           %t = transpose(%x) {perm = [0, 2, 1]} : f32[2,4,3]
           %r = reshape(%t) {shape = [8, 3]} : f32[8,3]
           %w = constant() {value = dense<0.5>} : f32[1,3,16]
-          %d = dot(%r, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[8,1,16]
+          %d = packed_dot(%r, %w) {columns = 16, lanes = 16, lhs_contract = [1], reversed = false} : f32[8,16]
           return %d as "y"
         }"""
     assert kernels_of(text) == [("t", ["t"], ["x"]), ("d", ["r", "d"], ["t", "w"])]
-    assert "dot's lhs (after transpose) is materialized" in explain(fuse(parse_graph(ir(text))))
+    assert "packed_dot's lhs (after transpose) is materialized" in explain(fuse(parse_graph(ir(text))))

@@ -70,7 +70,7 @@ def test_conv_counts_the_taps_its_padding_skips():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])],
         [weight("w", (16, 8, 3, 3))],
     )
-    convs = [n for k in result.plan.kernels for n in k.nodes if n.op == "conv"]
+    convs = [n for k in result.plan.kernels for n in k.nodes if n.op in ("conv", "packed_conv")]
     assert convs
     # 12 x 12 outputs, 3 x 3 taps, less the taps on the zero border: 10 + 2 * 11 = 34 per dim, not 36
     assert sum(_conv_macs(n) for n in convs) == 16 * 8 * 34 * 34

@@ -42,19 +42,19 @@ def packed(graph: Graph, lanes: int = 16) -> tuple[bool, Graph]:
     return changed, graph
 
 
-def test_packs_dot_weight_and_unpacks_output():
+def test_packs_dot_weight_into_a_packed_dot_of_the_same_type():
     changed, g = packed(dot_graph(3, 5, 20))
     assert changed
     text = print_graph(g)
-    assert "dot(%x, %y.packed_w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [1]} : f32[3,2,16]" in text
-    assert "reshape(%y.packed) {shape = [3, 32]} : f32[3,32]" in text
-    assert "slice(%y.rows) {limit = [3, 20], start = [0, 0], stride = [1, 1]} : f32[3,20]" in text
+    assert ("%y.packed = packed_dot(%x, %y.packed_w) {columns = 20, lanes = 16, lhs_contract = [1], "
+            "reversed = false} : f32[3,20]") in text
+    assert [n.op for n in g.nodes] == ["constant", "packed_dot"]
     assert g.constant_value(g.nodes[0].out).shape == (2, 5, 16)
 
 
-def test_no_slice_when_columns_fill_the_blocks():
+def test_columns_that_fill_the_blocks_pack_without_padding():
     _, g = packed(dot_graph(2, 3, 16, contract=1), lanes=8)
-    assert [n.op for n in g.nodes] == ["constant", "dot", "reshape"]
+    assert [n.op for n in g.nodes] == ["constant", "packed_dot"]
     assert g.nodes[0].out.type.shape == (2, 3, 8)
 
 
@@ -83,8 +83,15 @@ def test_packed_conv_matches_reference(x_shape, o, kernel, groups, strides, padd
     expected = interpret(conv_graph(x_shape, o, kernel, groups, strides, padding, dilation), feeds)
     changed, g = packed(conv_graph(x_shape, o, kernel, groups, strides, padding, dilation))
     assert changed
-    assert [n.op for n in g.nodes if n.op != "constant"][:2] == ["reshape", "conv"]
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["packed_conv"]
     np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-6, atol=1e-6)
+
+
+def test_packed_conv_keeps_the_conv_attributes_and_reverses_its_lanes():
+    _, g = packed(conv_graph((2, 3, 9, 8), 20, (3, 2), 1, (2, 1), ((1, 2), (0, 1)), (1, 2)))
+    assert ("%y.packed = packed_conv(%x, %y.packed_w) {channels = 20, dilation = [1, 2], groups = 1, lanes = 16, "
+            "padding = [[1, 2], [0, 1]], reversed = true, strides = [2, 1]} : f32[2,20,5,7]") in print_graph(g)
+    assert g.nodes[0].out.type.shape == (2, 3, 3, 2, 16)
 
 
 def test_pack_conv_weight_reverses_each_block_in_the_lanes():
@@ -159,16 +166,15 @@ def test_does_not_pack_non_constant_rhs():
     ((1, 32, 40), 32, (16,), 2, (1,), ((8, 8),)),      # a grouped positional conv (16 channels a group)
     ((2, 3, 21), 20, (5,), 1, (3,), ((2, 1),)),        # padded output channels (20 of 32)
 ])
-def test_one_d_conv_packs_as_a_unit_height_2d_conv(x_shape, o, kernel, groups, strides, padding):
+def test_one_d_conv_packs_into_a_one_d_packed_conv(x_shape, o, kernel, groups, strides, padding):
     feeds = {"x": np.random.default_rng(7).standard_normal(x_shape)}
     graph = lambda: conv_graph(x_shape, o, kernel, groups, strides, padding, (1,))  # noqa: E731
     expected = interpret(graph(), feeds)
     changed, g = packed(graph())
     assert changed
-    convs = [n for n in g.nodes if n.op == "conv"]
-    assert convs[0].inputs[0].type.shape == (x_shape[0], x_shape[1], 1, x_shape[2], 1)
-    # the channel reshape goes straight back to [N, O', OL]: no extra link for the fast body to refuse
-    assert g.outputs[0].type.rank == 3
+    (conv,) = [n for n in g.nodes if n.op == "packed_conv"]
+    assert conv.inputs[0] is g.inputs[0] and conv.out is g.outputs[0]
+    assert conv.inputs[1].type.shape == (-(-o // 16), x_shape[1] // groups, kernel[0], 16)
     np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
 
 
@@ -181,8 +187,8 @@ def test_grouped_conv_packs_into_narrower_blocks_that_divide_its_groups():
     expected = interpret(graph(), feeds)
     changed, g = packed(graph(), lanes=16)
     assert changed
-    (conv,) = [n for n in g.nodes if n.op == "conv"]
-    assert conv.inputs[1].type.shape[-1] == 8
+    (conv,) = [n for n in g.nodes if n.op == "packed_conv"]
+    assert conv.inputs[1].type.shape[-1] == 8 and conv.attrs["lanes"] == 8
     np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
 
 

@@ -71,7 +71,7 @@ def test_tied_table_is_packed_once_and_the_lookup_reads_it(folded):
     assert "gather(%logits.packed_w, %emb.starts) {collapsed_slice_dims = [0, 2], index_vector_dim = 2, " \
            "offset_dims = [2], slice_sizes = [1, 5, 1], start_index_map = [0, 2]} : f32[1,4,5]" in text
     assert "concat(%emb.block, %emb.lane) {axis = 2} : i64[1,4,2]" in text
-    assert "dot(%emb.packed, %logits.packed_w)" in text
+    assert "packed_dot(%emb.packed, %logits.packed_w)" in text
     (packed,) = constants(g)  # one copy of the table: the packed one
     assert packed.shape == (3, H, 16)
 
@@ -147,7 +147,7 @@ def test_weight_read_by_two_dots_is_packed_once():
     (want,) = interpret(g, feeds)
     assert layout(g)
     assert [c.shape for c in constants(g)] == [(3, H, 16)]
-    assert [n.inputs[1].name for n in g.nodes if n.op == "dot"] == ["y.packed_w", "y.packed_w"]
+    assert [n.inputs[1].name for n in g.nodes if n.op == "packed_dot"] == ["y.packed_w", "y.packed_w"]
     np.testing.assert_array_equal(interpret(g, feeds)[0], want)
 
 

@@ -28,7 +28,7 @@ rules, in order (each decision keeps its reason for --explain fusion):
   re-read elements, so only free producers fuse into them);
 - one dot or conv per kernel: its body accelerates one contraction, and a
   second would run on the slow elemental path. The exception is a packed
-  conv whose result meets the kernel's conv in a plain sum (a ResNet
+  conv whose result meets the kernel's packed conv in a plain sum (a ResNet
   downsample branch): both accumulate into the same registers
   (passes/contraction_sum.py);
 - expensive nodes (dot, conv, reduce, reduce_window) fuse only where they
@@ -41,9 +41,9 @@ rules, in order (each decision keeps its reason for --explain fusion):
   global average pool), which would keep them off their fast kernel bodies;
 - an f32 dot or conv's epilogue ends where the fast bodies stop taking it:
   they store each accumulator lane at its own position, so between the
-  contraction and the root only its unpack chain (passes/layout.py) and
-  elementwise ops may stand. The last value before anything else (the
-  transpose that splits attention heads, a layout permute) is materialized:
+  contraction and the root only elementwise ops may stand. The last value
+  before anything else (the transpose that splits attention heads, a layout
+  permute) is materialized:
   the contraction keeps its bias and activation, and the data movement runs
   as a cheap kernel of its own instead of dragging the contraction onto the
   elemental path.
@@ -57,9 +57,8 @@ from collections.abc import Callable
 
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
-from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, NON_ELEMENTAL
+from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, MULTIPLY_ADDS, NON_ELEMENTAL, PACKED
 from aot.passes.contraction_sum import accumulation_join
-from aot.passes.layout import is_packed_conv, is_packed_dot, unpack_links
 from aot.plan import Kernel
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
@@ -134,29 +133,17 @@ class _Analysis:
 def epilogue_ends(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict[int, str]:
     """id(node) -> why: the values where an f32 dot or conv's epilogue must end (see the module doc).
 
-    From each contraction: first the links of its unpack chain, in order; then
-    everything reachable through elementwise ops (bias, GELU's several reads of
-    its input, residual adds). A value of that epilogue that another kind of op
-    reads (a transpose, a reduce, a reshape) ends the epilogue there: it is
-    materialized, so the norm or the permute reads it in its natural layout
-    and the contraction keeps its fast body. A chain cut before its required
-    links ends the epilogue at the contraction itself.
+    From each contraction: everything reachable through elementwise ops (bias,
+    GELU's several reads of its input, residual adds). A value of that epilogue
+    that another kind of op reads (a transpose, a reduce, a reshape) ends the
+    epilogue there: it is materialized, so the norm or the permute reads it in
+    its natural layout and the contraction keeps its fast body.
     """
     ends: dict[int, str] = {}
     for node in graph.nodes:
-        if node.op not in ("dot", "conv") or node.out.type.dtype is not DType.F32:
+        if node.op not in MULTIPLY_ADDS or node.out.type.dtype is not DType.F32:
             continue
-        links = unpack_links(node)
-        current, linked = node, 0
-        while linked < len(links):
-            readers = users_of(current.out)
-            if len(readers) != 1 or readers[0].inputs[0] is not current.out or not links[linked](readers[0], current.out):
-                break
-            current, linked = readers[0], linked + 1
-        if 0 < linked < len(links) - 1:
-            ends[id(node)] = f"the {node.op} unpack chain is cut before its channel reshape"
-            continue
-        epilogue, seen = [current], {id(current)}
+        epilogue, seen = [node], {id(node)}
         for value in epilogue:  # grows while it is walked: a breadth-first walk
             readers = users_of(value.out)
             other = next((r for r in readers if r.op not in ELEMENTWISE), None)
@@ -181,7 +168,7 @@ def operand_feeds(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
     their input only as a buffer) still apply."""
     feeds: dict[int, str] = {}
     for node in graph.nodes:
-        if not (node.op == "conv" or is_packed_dot(node)):
+        if node.op not in ("conv", "packed_conv", "packed_dot"):
             continue
         operand = node.inputs[0].producer
         moved: list[Node] = []
@@ -196,8 +183,8 @@ def operand_feeds(graph: Graph, users_of: Callable[[Value], list[Node]]) -> dict
         # them nothing: materialize the last real data movement in its own (row-contiguous)
         # layout, a copy that vectorizes; the pointwise and depthwise bodies need the
         # operand itself as a buffer
-        target = moved[0] if node.op == "dot" or is_packed_conv(node) else operand
-        feeds[id(target)] = (f"{node.op}'s {'input' if node.op == 'conv' else 'lhs'} (after {moved[0].op}) is "
+        target = moved[0] if node.op in PACKED else operand
+        feeds[id(target)] = (f"{node.op}'s {'lhs' if node.op == 'packed_dot' else 'input'} (after {moved[0].op}) is "
                              f"materialized: the fast {node.op} bodies read it from a buffer")
     return feeds
 
@@ -233,12 +220,12 @@ def _decide(node: Node, users: list[Node], user_groups: list[int], rereaders: li
         return Decision.no(f"{'/'.join(rereaders)} would recompute each element several times")
     if node.op in EXPENSIVE and len(contexts) > 1:
         return Decision.no(f"{node.op} would be computed in {len(contexts)} loops ({', '.join(sorted(contexts))})")
-    if node.op in ("dot", "conv") and feeds_reduce:
+    if node.op in MULTIPLY_ADDS and feeds_reduce:
         # a reduce is no epilogue: the fast (packed) dot/conv bodies only take elementwise ones
         return Decision.no(f"{node.op} keeps its own kernel body: a reduce is not an epilogue")
     if sums_with_contraction:
         return Decision.yes("conv accumulates into its consumer's conv: their results meet in a plain sum")
-    if node.op in ("dot", "conv") and holds_contraction:
+    if node.op in MULTIPLY_ADDS and holds_contraction:
         # a kernel body accelerates one contraction; a second would run on the slow elemental path
         return Decision.no(f"{node.op} keeps its own kernel body: its consumer's kernel already has a dot/conv")
     if len(contexts) > 1:
@@ -291,12 +278,12 @@ def fuse(graph: Graph) -> list[Kernel]:
         feeds_reduce = any(u.op == "reduce" or id(u) in into_reduce for u in node_users)
         held = [c for g in sorted(set(user_groups)) for c in with_contraction.get(g, [])]
         # a second conv may share the kernel's accumulators when it joins every one there in a plain sum
-        sums = node.op == "conv" and bool(held) and all(
+        sums = node.op == "packed_conv" and bool(held) and all(
             accumulation_join(c, node, users_of, lambda v: id(v) in outputs) is not None for c in held)
         decision = _decide(node, node_users, user_groups, rereaders, id(node.out) in outputs, id(node.out) in checked,
                            alignment, contexts, feeds_reduce, bool(held), sums, ends.get(id(node)),
                            feeds.get(id(node)))
-        if decision.fuse and node.op in ("dot", "conv"):
+        if decision.fuse and node.op in MULTIPLY_ADDS:
             for g in set(user_groups):
                 with_contraction.setdefault(g, []).append(node)
         if decision.fuse:
@@ -311,7 +298,7 @@ def fuse(graph: Graph) -> list[Kernel]:
                 reread.add(id(node))
         else:
             groups[id(node)] = [len(roots)]
-            if node.op in ("dot", "conv"):
+            if node.op in MULTIPLY_ADDS:
                 with_contraction[len(roots)] = [node]
             reasons[len(roots)] = decision.reason
             roots.append(node)

@@ -1,32 +1,21 @@
 """Layout assignment: pack the constant weights of dot and conv into blocked
-layouts at compile time, so the CPU microkernels (codegen/cpu/gemm.py,
-conv.py) read one vector of `lanes` output columns per load.
+layouts at compile time, so the CPU microkernels (codegen/cpu/packed_dot.py,
+packed_conv.py) read one vector of `lanes` output columns per load.
 
-The packed forms are ordinary IR (the interpreter runs them), and the packing
-is done here, once, on the constant; nothing is repacked at run time.
+The packed forms are ops of their own, packed_dot and packed_conv
+(ops/packed.py: shape rules, reference semantics and the `Packing` that says
+how the weight is laid out), with the original's result type; the packing is
+done here, once, on the constant; nothing is repacked at run time.
 
 dot, W a constant [K, N] (or [N, K] contracted on dim 1), N padded to NB*L:
     before: %y = dot(%x, %w) : [M, N]
     after:  %wp = constant : [NB, K, L]          # wp[b, k, l] = w[k, b*L + l] (0 past N)
-            %d  = dot(%x, %wp) {lhs_contract = [kx], rhs_contract = [1]} : [M, NB, L]
-            %r  = reshape(%d) : [M, NB*L]
-            %y  = slice(%r) : [M, N]               # only when N is padded
+            %y  = packed_dot(%x, %wp) {columns = N, lanes = L, lhs_contract = [kx], reversed = false} : [M, N]
 
-conv (2-d, NCHW/OIHW), W a constant [O, C/g, KH, KW], O padded to OB*L. The
-output channel block goes to the vector lanes as a third spatial dim: the
-input gets a unit dim padded by L-1 on both sides, so output lane `od` meets
-only kernel tap l = L-1-od (the packed block holds its channels in reverse):
-    after:  %x5 = reshape(%x) : [N, C, H, W, 1]
-            %wp = constant : [OB, C/g, KH, KW, L]  # wp[b, c, i, j, l] = w[b*L + L-1-l, c, i, j]
-            %y5 = conv(%x5, %wp) {padding = [.., .., [L-1, L-1]]} : [N, OB, OH, OW, L]
-            %t  = transpose(%y5) {perm = [0, 1, 4, 2, 3]} : [N, OB, L, OH, OW]
-            %r  = reshape(%t) : [N, OB*L, OH, OW]
-            %y  = slice(%r) : [N, O, OH, OW]      # only when O is padded
-
-A 1-d conv (NCL/OIK) packs as the 2-d conv over a unit height: x5 is
-[N, C, 1, L, 1], Wp [OB, C/g, 1, K, L], and the channel reshape goes
-straight to [N, OB*L, OL], so the fast conv body runs wav2vec2's feature
-extractor and positional conv as it runs image convs.
+conv (1-d or 2-d, NC*/OI*), W a constant [O, C/g, *K], O padded to OB*L, each
+block's channels in reverse lane order (the CPU conv body's order):
+    after:  %wp = constant : [OB, C/g, *K, L]    # wp[b, c, .., l] = w[b*L + L-1-l, c, ..]
+            %y  = packed_conv(%x, %wp) {channels = O, lanes = L, reversed = true, strides, ..} : [N, O, *S']
 
 A dot weight read by several nodes is packed once when every reader can
 read the packed form: dots contracting it on the same dim, and gathers of
@@ -43,12 +32,11 @@ transpose into a second constant, so a row gather whose table is not read
 otherwise also reads a packed dot weight that holds the same rows (same
 bits); the table then dies.
 
-Packed forms are recognised by rank (a rank-3 dot weight, a rank-5 conv
-weight) and never packed again, so the pass converges in one round.
-Not packed (left to the elemental path): non-f32, batched dots, size-0
-operands, weights with readers other than those above (packing a copy
-would bloat the artifact), convs with several readers, convs other than
-1-d and 2-d, transposed (lhs_dilation) convs, and
+The pass rewrites dot and conv only, never the packed ops it writes, so it
+converges in one round. Not packed (left to the elemental path): non-f32,
+batched dots, size-0 operands, weights with readers other than those above
+(packing a copy would bloat the artifact), convs with several readers,
+convs other than 1-d and 2-d, transposed (lhs_dilation) convs, and
 grouped convs whose groups have a channel count that is not a multiple of
 `lanes` (depthwise among them), and pointwise convs (1x1, stride 1, no
 padding, one group), which codegen/cpu/conv1x1.py runs on the [O, C, 1, 1]
@@ -56,34 +44,35 @@ weight with the lanes along pixels.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
+from aot.ops.packed import Packing
 from aot.passes.base import Pass
+
+
+def dot_packing(lanes: int) -> Packing:
+    """How this pass lays out a dot weight for the CPU gemm body: blocks of `lanes` columns."""
+    return Packing(lanes)
+
+
+def conv_packing(lanes: int) -> Packing:
+    """How this pass lays out a conv weight for the CPU conv body: blocks of `lanes` channels,
+    each in reverse lane order (codegen/cpu/packed_conv.py reads output channel od of a block
+    from lane L-1-od)."""
+    return Packing(lanes, reversed=True)
 
 
 def pack_dot_weight(w: np.ndarray, contract: int, lanes: int) -> np.ndarray:
     """[K, N] (contract 0) or [N, K] (contract 1) -> [ceil(N/L), K, L], zero padded."""
-    kn = w if contract == 0 else w.T
-    k, n = kn.shape
-    blocks = -(-n // lanes)
-    padded = np.zeros((k, blocks * lanes), dtype=w.dtype)
-    padded[:, :n] = kn
-    return np.ascontiguousarray(padded.reshape(k, blocks, lanes).transpose(1, 0, 2))
+    return dot_packing(lanes).pack(w.T if contract == 0 else w)
 
 
 def pack_conv_weight(w: np.ndarray, lanes: int) -> np.ndarray:
-    """[O, C, KH, KW] -> [ceil(O/L), C, KH, KW, L] with each block's channels reversed in the lanes."""
-    o = w.shape[0]
-    blocks = -(-o // lanes)
-    padded = np.zeros((blocks * lanes,) + w.shape[1:], dtype=w.dtype)
-    padded[:o] = w
-    grouped = padded.reshape((blocks, lanes) + w.shape[1:])[:, ::-1]  # lane l holds channel L-1-l
-    return np.ascontiguousarray(np.moveaxis(grouped, 1, -1))
+    """[O, C, *K] -> [ceil(O/L), C, *K, L] with each block's channels reversed in the lanes."""
+    return conv_packing(lanes).pack(w)
 
 
 # taps per output the pixel-vectorized narrow-conv kernel (codegen/cpu/depthwise.py) unrolls
@@ -128,7 +117,7 @@ class Layout(Pass):
                 planar = conv_as_2d(node, array)
                 lanes = None if planar is None else self._conv_lanes(node, *planar)
                 if planar is not None and lanes is not None:
-                    self._pack_conv(graph, node, *planar, lanes)
+                    self._pack_conv(graph, node, array, lanes)
                     convs += 1
                 elif _pads_narrow_conv(graph, node, array):
                     padded += 1
@@ -143,7 +132,7 @@ class Layout(Pass):
         attrs = node.attrs
         if attrs["lhs_batch"] or attrs["rhs_batch"] or len(attrs["rhs_contract"]) != 1:
             return False
-        return w.ndim == 2 and w.size > 0  # rank 3 is the packed form: never again
+        return w.ndim == 2 and w.size > 0
 
     def _pack_dot_weight(self, graph: Graph, w: np.ndarray, readers: list[Node]) -> None:
         """Pack `w` once, before its first reader, and point every reader at the packed constant."""
@@ -161,14 +150,8 @@ class Layout(Pass):
 
     def _pack_dot(self, graph: Graph, node: Node, wp: Value, n: int) -> None:
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
-        name = node.out.name
-        d = b.op("dot", [node.inputs[0], wp], name=graph.fresh_name(f"{name}.packed"),
-                 lhs_batch=(), rhs_batch=(), lhs_contract=node.attrs["lhs_contract"], rhs_contract=(1,))
-        free = d.type.shape[:-2]
-        result = b.op("reshape", [d], name=graph.fresh_name(f"{name}.rows"), shape=free + (wp.type.shape[0] * self.lanes,))
-        if result.type.shape[-1] != n:
-            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(free) + (0,),
-                          limit=free + (n,), stride=(1,) * (len(free) + 1))
+        result = b.op("packed_dot", [node.inputs[0], wp], name=graph.fresh_name(f"{node.out.name}.packed"),
+                      lhs_contract=node.attrs["lhs_contract"], columns=n, **dot_packing(self.lanes).attrs())
         _replace(graph, node, result)
 
     # -- conv --------------------------------------------------------------------------
@@ -199,25 +182,16 @@ class Layout(Pass):
             lanes //= 2
         return None
 
-    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, attrs: dict, lanes: int) -> None:
-        x = node.inputs[0]
-        packed = pack_conv_weight(w, lanes)
+    def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, lanes: int) -> None:
+        """`w` is the conv's own weight (1-d or 2-d): the packed op keeps the conv's rank and attributes."""
+        packing = conv_packing(lanes)
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
         name = node.out.name
-        n, c = x.type.shape[:2]
-        x5 = b.op("reshape", [x], name=graph.fresh_name(f"{name}.lanes_in"), shape=(n, c) + _planar_dims(x) + (1,))
-        wp = b.constant(packed, name=graph.fresh_name(f"{name}.packed_w"))
-        y5 = b.op("conv", [x5, wp], name=graph.fresh_name(f"{name}.packed"),
-                  strides=attrs["strides"] + (1,), padding=attrs["padding"] + ((lanes - 1, lanes - 1),),
-                  dilation=attrs["dilation"] + (1,), groups=attrs["groups"])
-        t = b.op("transpose", [y5], name=graph.fresh_name(f"{name}.nchw"), perm=(0, 1, 4, 2, 3))
-        n, blocks, _, oh, ow = t.type.shape
-        spatial = node.out.type.shape[2:]  # (OH, OW), or (OW,) for a 1-d conv
-        result = b.op("reshape", [t], name=graph.fresh_name(f"{name}.channels"), shape=(n, blocks * lanes) + spatial)
-        if blocks * lanes != w.shape[0]:
-            out = node.out.type.shape
-            result = b.op("slice", [result], name=graph.fresh_name(f"{name}.cols"), start=(0,) * len(out),
-                          limit=out, stride=(1,) * len(out))
+        wp = b.constant(packing.pack(w), name=graph.fresh_name(f"{name}.packed_w"))
+        attrs = node.attrs
+        result = b.op("packed_conv", [node.inputs[0], wp], name=graph.fresh_name(f"{name}.packed"),
+                      strides=attrs["strides"], padding=attrs["padding"], dilation=attrs["dilation"],
+                      groups=attrs["groups"], channels=w.shape[0], **packing.attrs())
         _replace(graph, node, result)
 
 
@@ -251,8 +225,9 @@ def row_gather_axis(node: Node) -> int | None:
 def gather_packed_rows(graph: Graph, node: Node, wp: Value, n: int) -> None:
     """gather(w, i) of whole rows -> gather(wp, [c / L, c % L]), c = min(i, n - 1), reading what the original read.
 
-    `wp` [NB, K, L] holds the table's n rows: row r is wp[r // L, :, r % L]. The result
-    keeps the gather's type and dims; only the index vector grows from one start to two.
+    `wp` [NB, K, L] holds the table's n rows as `dot_packing` lays them out: row r is
+    wp[r // L, :, r % L]. The result keeps the gather's type and dims; only the index
+    vector grows from one start to two.
     """
     indices = node.inputs[1]
     attrs = node.attrs
@@ -290,7 +265,7 @@ def _tie_row_gathers(graph: Graph) -> int:
     users = graph.users()
     weights: dict[int, Value] = {}  # id -> packed dot weight, in node order
     for node in graph.nodes:
-        if is_packed_dot(node):
+        if _reads_packed_rows(node):
             weights.setdefault(id(node.inputs[1]), node.inputs[1])
         axis = row_gather_axis(node)
         if axis is None or graph.constant_value(node.inputs[0]) is None or id(node.inputs[0]) in tables:
@@ -318,6 +293,14 @@ def _tie_row_gathers(graph: Graph) -> int:
     return moved
 
 
+def _reads_packed_rows(node: Node) -> bool:
+    """A packed_dot whose weight is a constant laid out by `dot_packing` (row r at wp[r // L, :, r % L])."""
+    if node.op != "packed_dot" or Packing.of(node.attrs) != dot_packing(node.attrs["lanes"]):
+        return False
+    producer = node.inputs[1].producer
+    return producer is not None and producer.op == "constant"
+
+
 def _holds_rows(wp: np.ndarray, rows: np.ndarray) -> bool:
     """wp [NB, K, L] packs exactly `rows` [N, K] (row r at wp[r // L, :, r % L]), bit for bit."""
     blocks, k, lanes = wp.shape
@@ -328,8 +311,7 @@ def _holds_rows(wp: np.ndarray, rows: np.ndarray) -> bool:
     head = min(n, lanes)  # the first block first: a cheap rejection of unrelated weights
     if not np.array_equal(wp[0, :, :head].T.view(bits), rows[:head].view(bits)):
         return False
-    unpacked = wp.transpose(0, 2, 1).reshape(blocks * lanes, k)[:n]
-    return np.array_equal(unpacked.view(bits), rows.view(bits))
+    return np.array_equal(dot_packing(lanes).unpack(wp, n).view(bits), rows.view(bits))
 
 
 def _hoist(graph: Graph, constant: Node, before: Node) -> None:
@@ -388,77 +370,6 @@ def conv_as_2d(node: Node, w: np.ndarray) -> tuple[np.ndarray, dict] | None:
     if "lhs_dilation" in attrs:
         lifted["lhs_dilation"] = (1,) + tuple(attrs["lhs_dilation"])
     return w[:, :, None, :], lifted
-
-
-def _planar_dims(x: Value) -> tuple[int, int]:
-    """(H, W) of a 2-d conv input; (1, L) of a 1-d one."""
-    spatial = x.type.shape[2:]
-    return tuple(spatial) if len(spatial) == 2 else (1, spatial[0])
-
-
-def is_packed_conv(node: Node) -> bool:
-    """conv(x5 [N, C, H, W, 1], Wp [OB, C/g, KH, KW, L]) with the lane padding this pass writes (f32)."""
-    if node.op != "conv" or node.out.type.dtype is not DType.F32:
-        return False
-    x5, wp = node.inputs
-    if x5.type.rank != 5 or x5.type.shape[-1] != 1 or wp.producer is None or wp.producer.op != "constant":
-        return False
-    lanes = wp.type.shape[-1]
-    attrs = node.attrs
-    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1, 1))):
-        return False
-    return attrs["strides"][-1] == 1 and attrs["dilation"][-1] == 1 and attrs["padding"][-1] == (lanes - 1, lanes - 1)
-
-
-def is_packed_dot(node: Node) -> bool:
-    """dot(x, Wp [NB, K, L]) as this pass writes it (f32, no batch dims)."""
-    if node.op != "dot" or node.out.type.dtype is not DType.F32:
-        return False
-    attrs = node.attrs
-    rhs = node.inputs[1]
-    return (not attrs["lhs_batch"] and rhs.type.rank == 3 and attrs["rhs_contract"] == (1,)
-            and len(attrs["lhs_contract"]) == 1 and rhs.producer is not None and rhs.producer.op == "constant")
-
-
-# -- the unpack chains this pass writes after a packed dot or conv ---------------------
-# A link check takes a node and the value the chain has reached (the node's first input).
-LinkCheck = Callable[[Node, Value], bool]
-
-
-def is_unpadding_slice(node: Node, source: Value) -> bool:
-    """slice that keeps a leading corner: start 0, stride 1."""
-    return node.op == "slice" and all(s == 0 for s in node.attrs["start"]) and all(s == 1 for s in node.attrs["stride"])
-
-
-def _is_row_reshape(node: Node, source: Value) -> bool:
-    shape = source.type.shape
-    return node.op == "reshape" and node.out.type.shape == shape[:-2] + (shape[-2] * shape[-1],)
-
-
-def _is_nchw_transpose(node: Node, source: Value) -> bool:
-    return node.op == "transpose" and node.attrs["perm"] == (0, 1, 4, 2, 3)
-
-
-def _is_channel_reshape(node: Node, source: Value) -> bool:
-    """[N, OB, L, OH, OW] -> [N, OB*L, OH, OW], or [N, OB*L, OW] for a 1-d conv (OH = 1)."""
-    n, blocks, lanes, oh, ow = source.type.shape
-    planar = (n, blocks * lanes, oh, ow)
-    shapes = (planar, (n, blocks * lanes, ow)) if oh == 1 else (planar,)
-    return node.op == "reshape" and node.out.type.shape in shapes
-
-
-# the last link (the slice that drops padding) is optional
-DOT_LINKS: tuple[LinkCheck, ...] = (_is_row_reshape, is_unpadding_slice)
-CONV_LINKS: tuple[LinkCheck, ...] = (_is_nchw_transpose, _is_channel_reshape, is_unpadding_slice)
-
-
-def unpack_links(node: Node) -> tuple[LinkCheck, ...]:
-    """The unpack chain that follows a packed dot or conv; () for any other node."""
-    if is_packed_dot(node):
-        return DOT_LINKS
-    if is_packed_conv(node):
-        return CONV_LINKS
-    return ()
 
 
 def _is_pointwise(attrs: dict, w: np.ndarray) -> bool:

@@ -14,14 +14,8 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from aot.codegen.cpu import scatter, sort  # noqa: F401  (register their kernel body emitters)
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
-from aot.codegen.cpu import conv, gemm  # noqa: F401  (register the packed dot/conv body emitters)
-from aot.codegen.cpu import conv1x1  # noqa: F401  (registers the pointwise conv body emitter, before depthwise's)
-from aot.codegen.cpu import depthwise  # noqa: F401  (registers the depthwise/narrow conv body emitter)
-from aot.codegen.cpu import pool  # noqa: F401  (registers the reduce_window pooling body emitter)
-from aot.codegen.cpu import dot_dynamic  # noqa: F401  (register the run-time operand dot body emitter)
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.math import MathLib
 from aot.codegen.cpu.symbols import check_module, check_object

@@ -17,7 +17,7 @@ Items are pixel-block-major, so consecutive items (one thread's range) reuse
 the same x panel from cache. The last pixel block's partial vector is read
 with a masked load (nothing past the input is touched) and stored lane by
 lane. The fused elementwise epilogue (bias, ReLU6, residual, ...) runs per
-element on the accumulator lanes (gemm.store_epilogue).
+element on the accumulator lanes (epilogue.store_epilogue).
 The weight is read through the elemental emitter: a weight param, or a small
 constant that fusion put inside the kernel. The dilation of a 1x1 conv has
 no effect, so any is taken.
@@ -34,11 +34,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, masked_load, register, splat, store_epilogue, store_vector, vector_of
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.body import BodyEmitter, KernelContext
+from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
+from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.plan import Kernel
@@ -69,7 +70,7 @@ def is_pointwise_conv(node: Node) -> bool:
 
 
 def _epilogue(kernel: Kernel) -> Epilogue | None:
-    epilogue = Epilogue.find(kernel, is_pointwise_conv, ())
+    epilogue = Epilogue.find(kernel, is_pointwise_conv)
     if epilogue is None:
         return None
     x, weight = epilogue.contraction.inputs
@@ -196,7 +197,6 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
     # out[n, o, p] at (n*O + o)*P + p
     out_rows = [b.add(b.mul(b.add(b.mul(n, const_i64(s.out_channels)), b.add(o0, const_i64(r))), const_i64(s.pixels)), p0,
                       name=f"{name}.out{r}") for r in range(mr)]
-    # not epilogue.root_is_contraction: with no unpack links asked for, its chain is empty either way
     if conv.out is ctx.kernel.root:
         for r in range(mr):
             for j in range(vectors):
@@ -248,4 +248,3 @@ def _store_epilogue(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, slots:
 
 
 POINTWISE_EMITTER = BodyEmitter(_applies, _items, _emit)
-register(POINTWISE_EMITTER)

@@ -1,7 +1,7 @@
 """Direct f32 kernel for convs with few taps per output: depthwise and other narrow groups.
 
 The layout pass leaves these unpacked (a group's output channels do not fill
-the vector lanes), so the packed conv kernel (conv.py) does not take them.
+the vector lanes), so the packed conv kernel (packed_conv.py) does not take them.
 Here the vector lanes run along the output width instead: work item
 (n, o, oh) computes one output row in blocks of LANES columns,
 
@@ -18,7 +18,7 @@ other strides load lane by lane. The last block of a row starts at OW - LANES
 and overlaps its neighbour (the overlap is recomputed, not read back), so no
 partial vector except for rows narrower than LANES. The fused epilogue (bias,
 ReLU6, residual, ...) runs per element on the accumulator lanes through
-ElementalEmitter.substitute, as in gemm.py.
+ElementalEmitter.substitute (epilogue.py).
 
 `Window` and the row loads are shared with the pooling kernel (pool.py).
 Declined (elemental path): non-f32, non-2-d, lhs-dilated, more than
@@ -32,11 +32,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import Epilogue, branch, fma, load_vector, masked_load, register, splat, store_epilogue, store_vector, vector_of
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
+from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
+from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.ops import ELEMENTWISE
@@ -224,7 +225,7 @@ def store_block(ctx: KernelContext, target: Node, w: Window, acc: ir.Value, oute
         scalar = b.extract_element(acc, ir.Constant(I32, lane), name=f"lane{lane}")
         ow = b.add(ow0, const_i64(lane), flags=["nuw", "nsw"])
         elements.append((scalar, [*outer, oh, ow], b.add(start, const_i64(lane), flags=["nuw", "nsw"])))
-    store_epilogue(ctx, Epilogue(target, ()), elements)
+    store_epilogue(ctx, Epilogue(target), elements)
 
 
 def for_blocks(ctx: KernelContext, w: Window, oh: ir.Value, block: Callable[[ir.Value, bool], None]) -> None:
@@ -327,4 +328,3 @@ def _emit(ctx: KernelContext) -> None:
 
 
 DEPTHWISE_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
-register(DEPTHWISE_EMITTER)

@@ -1,12 +1,12 @@
 """f32 dot whose operands are strided views of run-time buffers (attention's Q@K^T, probs@V).
 
-The packed microkernel (gemm.py) needs a constant weight laid out by the
+The packed microkernel (packed_dot.py) needs a constant weight laid out by the
 layout pass. Attention's dots read two values computed at run time, usually
 through fused data movement: V is sliced out of the fused QKV projection,
 split into heads and transposed. Every such chain of slice, reshape,
 transpose, broadcast and reverse is an affine map, so each operand is
 `param[offset + sum(index[d] * strides[d])]` (`StridedView.of`); no copy is
-made. The kernel then runs the same register tile as gemm.py:
+made. The kernel then runs the same register tile as packed_dot.py:
 
     for k in 0..K:  b[j] = rhs[k, n0 + j*L : n0 + (j+1)*L]     (vector loads)
                     a[i] = splat(lhs[m0 + i, k])               (broadcast)
@@ -20,7 +20,7 @@ blocks, so the packing is amortized over them.
 
 Outputs are row-major [batch, lhs free, N], so whole vectors store directly
 when the root is the dot; otherwise the fused elementwise epilogue (scale,
-mask, ...) runs per element on the accumulators (gemm.store_epilogue).
+mask, ...) runs per element on the accumulators (epilogue.store_epilogue).
 Declined (elemental path, still correct): non-f32, several contracting dims
 or rhs free dims, operands reached through non-affine ops (pad, concat,
 elementwise), a packing scratch above MAX_SCRATCH_BYTES.
@@ -31,18 +31,15 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import (
-    MAX_ROWS, Epilogue, accumulator_budget, branch, fma, load_vector, register, splat, store_epilogue,
-    store_vector, vector_of,
-)
-from aot.codegen.cpu.kernel import BodyEmitter, KernelContext
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.body import BodyEmitter, KernelContext
+from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
+from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
 from aot.ops.linalg import dot_free_dims
-from aot.passes.layout import is_packed_dot
 from aot.plan import Kernel
 
 LANES = 16  # one AVX-512 register of f32 (two AVX2 ones)
@@ -213,7 +210,7 @@ class DynamicDot:
 
     @staticmethod
     def of(kernel: Kernel, target: CpuTarget) -> DynamicDot | None:
-        epilogue = Epilogue.find(kernel, _is_dynamic_dot, ())
+        epilogue = Epilogue.find(kernel, _is_dynamic_dot)
         if epilogue is None:
             return None
         dot = epilogue.contraction
@@ -255,8 +252,8 @@ class DynamicDot:
 
 
 def _is_dynamic_dot(node: Node) -> bool:
-    """An f32 dot the packed microkernel does not take (its operands are not a packed constant weight)."""
-    return node.op == "dot" and node.out.type.dtype is DType.F32 and not is_packed_dot(node)
+    """An f32 dot (a packed constant weight is a packed_dot, for packed_dot.py)."""
+    return node.op == "dot" and node.out.type.dtype is DType.F32
 
 
 def _applies(kernel: Kernel, target: CpuTarget) -> bool:
@@ -383,7 +380,6 @@ def _tile(ctx: KernelContext, plan: DynamicDot, at: _Item, source: tuple[ir.Valu
             for j in range(blocks):
                 b.store(fma(b, a, rhs_vectors[j], b.load(slots[r][j]), f"{name}.acc{r}_{j}"), slots[r][j])
     out_rows = [b.mul(b.add(b.mul(at.batch, const_i64(plan.rows)), m), const_i64(plan.columns)) for m in rows]
-    # not epilogue.root_is_contraction: with no unpack links asked for, its chain is empty either way
     if plan.epilogue.contraction.out is ctx.kernel.root:
         _store_tile(ctx, plan, at, slots, out_rows, columns)
         return
@@ -412,7 +408,7 @@ def _store_tile_epilogue(ctx: KernelContext, plan: DynamicDot, at: _Item, slots:
                          m0: ir.Value, columns: int) -> None:
     """The fused elementwise epilogue per element, reading the accumulator lane for the dot.
 
-    As in gemm.py, the tile goes through a stack scratch so the epilogue is one
+    As in packed_dot.py, the tile goes through a stack scratch so the epilogue is one
     loop over (row, vector) whose body is LANES unrolled elements: its code is
     emitted once, not once per element of the tile.
     """
@@ -446,5 +442,3 @@ def _store_tile_epilogue(ctx: KernelContext, plan: DynamicDot, at: _Item, slots:
 
 
 DYNAMIC_DOT_EMITTER = BodyEmitter(_applies, _items, _emit)
-
-register(DYNAMIC_DOT_EMITTER)

@@ -30,6 +30,7 @@ from aot.ir.graph import Node, Value
 from aot.ir.types import FLOAT8_FORMATS, DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
 from aot.ops.indexing import GatherDims
 from aot.ops.linalg import conv_lhs_dilation, dot_free_dims
+from aot.ops.packed import Packing
 from aot.ops.reduction import reduce_identity, window_dilations
 
 ZERO = const_i64(0)
@@ -948,24 +949,78 @@ def _dot(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     return e.round_to(e.accumulate_loop(node, extents, init, step), dtype)
 
 
-@emits("conv")
-def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
-    x, w = node.inputs
+@emits("packed_dot")
+def _packed_dot(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    """out[.., n] = sum over k of x[.., k, ..] * wp[block of n, k, lane of n] (ops/packed.py)."""
+    lhs, wp = node.inputs
+    (contract,) = node.attrs["lhs_contract"]
     dtype = node.out.type.dtype
     if dtype is DType.BOOL:
         raise no_lowering(node)
+    block, lane = _block_and_lane(e, node, index[-1])
+    lsub: list[ir.Value | None] = list(index[:-1])
+    lsub.insert(contract, None)
+
+    def step(loop_index: list[ir.Value], acc: ir.Value) -> ir.Value:
+        (k,) = loop_index
+        ls = list(lsub)
+        ls[contract] = k
+        return _multiply_add(e, node, acc, e.value(lhs, ls), e.value(wp, [block, k, lane]))
+
+    init = e.immediate(dtype, 0)
+    return e.round_to(e.accumulate_loop(node, [lhs.type.shape[contract]], init, step), dtype)
+
+
+def _block_and_lane(e: ElementalEmitter, node: Node, feature: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Where a packed op's weight holds output feature `feature`: its block and lane."""
+    packing = Packing.of(node.attrs)
+    name = node.out.name
+    block = e.b.udiv(feature, const_i64(packing.lanes), name=f"{name}.block")
+    within = e.b.urem(feature, const_i64(packing.lanes), name=f"{name}.within")
+    lane = e.b.sub(const_i64(packing.lanes - 1), within, name=f"{name}.lane") if packing.reversed else within
+    return block, lane
+
+
+@emits("conv")
+def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    x, w = node.inputs
+    if node.out.type.dtype is DType.BOOL:
+        raise no_lowering(node)
+    if x.type.size == 0 or w.type.size == 0:  # all padding or no channels: nothing to read
+        return e.immediate(node.out.type.dtype, 0)
+    out_channel = index[1]
+    return _conv_sum(e, node, index, w.type.shape[0], w.type.shape[2:],
+                     lambda c, offsets: e.value(w, [out_channel, c, *offsets]))
+
+
+@emits("packed_conv")
+def _packed_conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
+    """conv with the weight read where ops/packed.py's packing holds it: wp[block, c, *taps, lane]."""
+    x, wp = node.inputs
+    if node.out.type.dtype is DType.BOOL:
+        raise no_lowering(node)
+    if x.type.size == 0:  # all padding: nothing to read
+        return e.immediate(node.out.type.dtype, 0)
+    block, lane = _block_and_lane(e, node, index[1])
+    return _conv_sum(e, node, index, node.attrs["channels"], wp.type.shape[2:-1],
+                     lambda c, offsets: e.value(wp, [block, c, *offsets, lane]))
+
+
+def _conv_sum(e: ElementalEmitter, node: Node, index: list[ir.Value], out_channels: int, kernel: Sequence[int],
+              weight: Callable[[ir.Value, list[ir.Value]], ir.Value]) -> ir.Value:
+    """out[index] of a conv over x = node.inputs[0]; `weight(c, taps)` reads the weight of output
+    channel index[1], input channel c (within its group) and kernel tap `taps`."""
+    x = node.inputs[0]
+    dtype = node.out.type.dtype
     groups = node.attrs["groups"]
     strides, dilation, padding = node.attrs["strides"], node.attrs["dilation"], node.attrs["padding"]
     lhs_dilation = conv_lhs_dilation(node.attrs, x.type.rank - 2)
     in_channels = x.type.shape[1] // groups
-    out_per_group = w.type.shape[0] // groups
-    kernel = w.type.shape[2:]
+    out_per_group = out_channels // groups
     spatial_in = x.type.shape[2:]
     spatial_out = node.out.type.shape[2:]
     batch, out_channel = index[0], index[1]
     name = node.out.name
-    if x.type.size == 0 or w.type.size == 0:  # all padding or no channels: nothing to read
-        return e.immediate(dtype, 0)
     channel_base = None
     if groups > 1:
         group = e.b.udiv(out_channel, const_i64(out_per_group), name=f"{name}.group")
@@ -992,7 +1047,7 @@ def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
         inside = e.all_of(checks)
         if inside is not None:
             xv = e.b.select(inside, xv, e.immediate(x.type.dtype, 0))
-        wv = e.value(w, [out_channel, c, *offsets])
+        wv = weight(c, offsets)
         return _multiply_add(e, node, acc, xv, wv)
 
     init = e.immediate(dtype, 0)

@@ -21,14 +21,14 @@ signature (void) and a model without checks compiles exactly as before.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 from llvmlite import ir
 
 from aot.codegen.cpu import row_cache
+from aot.codegen.cpu.bodies import body_emitter
+from aot.codegen.cpu.body import KernelContext
 from aot.codegen.cpu.elemental import ElementalEmitter, storage_type
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import MathLib
@@ -54,77 +54,6 @@ def work_items(root: Value) -> int:
     for dim in root.type.shape[:-1]:
         items *= dim
     return items
-
-
-@dataclass
-class KernelContext:
-    """What a kernel body emitter gets: the function, a builder in its body block,
-    typed pointers to every param and to the root's output, and the elemental emitter."""
-
-    fn: ir.Function
-    builder: ir.IRBuilder
-    kernel: Kernel
-    params: dict[int, ir.Value]  # id(param value) -> typed pointer
-    out_ptr: ir.Value
-    elemental: ElementalEmitter
-    target: CpuTarget
-
-    @property
-    def begin(self) -> ir.Value:
-        return self.fn.args[4]
-
-    @property
-    def end(self) -> ir.Value:
-        return self.fn.args[5]
-
-
-@dataclass(frozen=True)
-class BodyEmitter:
-    """A kernel body other than the elemental row loop, chosen by the root's op.
-
-    For ops that are not elemental (scatter, sort) and for fast paths (packed
-    dot/conv microkernels). `applies` may decline a kernel, which then gets
-    the elemental loop; `work_items` says how many independent items it splits into.
-    """
-
-    applies: Callable[[Kernel, CpuTarget], bool]
-    work_items: Callable[[Kernel, CpuTarget], int]
-    emit: Callable[[KernelContext], None]
-
-
-def any_target(items: Callable[[Kernel], int]) -> Callable[[Kernel, CpuTarget], int]:
-    """BodyEmitter.work_items for a body whose item count does not depend on the target."""
-    return lambda kernel, target: items(kernel)
-
-
-def matched_body(match: Callable[[Kernel, CpuTarget], Any], items: Callable[[Any], int],
-                 emit: Callable[[KernelContext, Any], None]) -> BodyEmitter:
-    """A BodyEmitter from one matcher: it applies where `match(kernel, target)` is
-    not None, and the match is handed to `items` and `emit`."""
-
-    def applies(kernel: Kernel, target: CpuTarget) -> bool:
-        return match(kernel, target) is not None
-
-    def matched(kernel: Kernel, target: CpuTarget) -> Any:
-        found = match(kernel, target)
-        if found is None:
-            raise CodegenError(f"kernel {kernel.name}: body emitter used where it does not apply")
-        return found
-
-    return BodyEmitter(applies, lambda kernel, target: items(matched(kernel, target)),
-                       lambda ctx: emit(ctx, matched(ctx.kernel, ctx.target)))
-
-
-# root op -> body emitters tried in order; modules register into it on import
-BODY_EMITTERS: dict[str, list[BodyEmitter]] = {}
-
-
-def body_emitter(kernel: Kernel, target: CpuTarget) -> BodyEmitter | None:
-    producer = kernel.root.producer
-    for candidate in BODY_EMITTERS.get(producer.op if producer else "", []):
-        if candidate.applies(kernel, target):
-            return candidate
-    return None
 
 
 def kernel_work_items(kernel: Kernel, target: CpuTarget) -> int:

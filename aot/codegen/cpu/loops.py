@@ -1,10 +1,10 @@
-"""Loop-building helpers on llvmlite's IRBuilder (shared with the NVPTX backend).
+"""Loop- and branch-building helpers on llvmlite's IRBuilder.
 
 Every loop is top-tested: a range with zero trips runs no body and reads nothing.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -36,6 +36,18 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     index.add_incoming(step, builder.block)
     builder.branch(header)
     builder.position_at_end(done)
+
+
+def branch(b: ir.IRBuilder, cond: ir.Value | None, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
+    """if (cond) then() else otherwise(); cond None means always `otherwise`."""
+    if cond is None:
+        otherwise()
+        return
+    with b.if_else(cond) as (on_true, on_false):
+        with on_true:
+            then()
+        with on_false:
+            otherwise()
 
 
 @contextmanager

@@ -11,7 +11,7 @@ row loads of the depthwise conv kernel (depthwise.py):
 Padding reads the identity (-inf for max, +inf for min, 0 for sum) through
 masked loads, as the reference pads; max and min propagate NaN (llvm.maximum,
 as the elemental path). A fused elementwise epilogue (average pooling's
-division, a following activation) runs per lane as in gemm.py.
+division, a following activation) runs per lane (epilogue.py).
 
 Declined (elemental path): non-f32, a window, stride, padding or dilation
 other than trivial on any dim but the last two, base dilation, an input that
@@ -25,15 +25,14 @@ from llvmlite import ir
 from aot.codegen.cpu.depthwise import (
     LANES, MAX_TAPS, Window, elementwise_epilogue, for_blocks, load_columns, store_block,
 )
+from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.elemental import ACCUMULATE
-from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.gemm import vector_of
 from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import intrinsic
 from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.cpu.vector import vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
-from aot.ops import ELEMENTWISE
 from aot.ops.reduction import reduce_identity, window_dilations
 from aot.plan import Kernel
 
@@ -143,7 +142,3 @@ def _row_offset(b: ir.IRBuilder, w: Window, i: int | ir.Value) -> ir.Value:
 
 
 POOL_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)
-
-# the root is the reduce_window itself or the last elementwise op of its epilogue
-for _op in sorted(ELEMENTWISE | {"reduce_window"}):
-    BODY_EMITTERS.setdefault(_op, []).append(POOL_EMITTER)

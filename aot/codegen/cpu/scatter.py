@@ -10,7 +10,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.codegen.cpu.elemental import ZERO, index_as_i64
-from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, any_target
+from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
 from aot.ops.indexing import ScatterDims
@@ -97,4 +97,4 @@ def _apply_window(ctx: KernelContext, dims: ScatterDims, starts: list[ir.Value],
         e.pop_scope()
 
 
-BODY_EMITTERS.setdefault("scatter", []).append(BodyEmitter(_applies, any_target(_work_items), _emit))
+SCATTER_EMITTER = BodyEmitter(_applies, any_target(_work_items), _emit)

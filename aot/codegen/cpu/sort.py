@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.codegen.cpu.elemental import register_type
-from aot.codegen.cpu.kernel import BODY_EMITTERS, BodyEmitter, KernelContext, any_target
+from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
@@ -159,5 +159,3 @@ def _min(b: ir.IRBuilder, value: ir.Value, limit: int) -> ir.Value:
 
 
 SORT_EMITTER = BodyEmitter(_applies, any_target(_work_items), _emit)
-BODY_EMITTERS.setdefault("sort", []).append(SORT_EMITTER)
-BODY_EMITTERS.setdefault("argsort", []).append(SORT_EMITTER)

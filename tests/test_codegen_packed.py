@@ -1,4 +1,4 @@
-"""Packed dot/conv kernels (codegen/cpu/gemm.py, conv.py) vs the reference interpreter.
+"""Packed dot/conv kernels (codegen/cpu/packed_dot.py, packed_conv.py) vs the reference interpreter.
 
 Each graph goes through the default pipeline (layout pass included), is
 compiled for the host, and run whole and split into thread-sized pieces
@@ -19,15 +19,18 @@ import pytest
 from llvmlite import ir
 
 from aot.codegen.cpu import CpuTarget, emit_cpu, optimize
-from aot.codegen.cpu.conv import CONV_EMITTER
-from aot.codegen.cpu.gemm import DOT_EMITTER, masked_load, store_vector
+from aot.codegen.cpu.bodies import body_emitter
+from aot.codegen.cpu.body import BodyEmitter
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.loops import const_i64
 from aot.codegen.cpu.math import F32
-from aot.codegen.cpu.kernel import BodyEmitter, body_emitter
+from aot.codegen.cpu.packed_conv import CONV_EMITTER
+from aot.codegen.cpu.packed_dot import DOT_EMITTER
+from aot.codegen.cpu.vector import masked_load, store_vector
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
+from aot.ops import Packing
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 from targets_util import cpus_to_check, host_runs
@@ -246,7 +249,7 @@ def test_downsample_conv_accumulates_into_the_residual_conv(x_shape, o, stride, 
     plan = check(make, feeds_for(make), pieces=3)
     # conv1 and conv2+downsample: the downsample conv has no kernel (or buffer) of its own
     assert emitters(plan) == [CONV_EMITTER, CONV_EMITTER]
-    assert sum(1 for n in plan.kernels[1].nodes if n.op == "conv") == 2
+    assert sum(1 for n in plan.kernels[1].nodes if n.op == "packed_conv") == 2
 
 
 @pytest.mark.parametrize("cpu,per_item", [("haswell", 1), ("skylake-avx512", 2)])
@@ -337,7 +340,7 @@ def test_grouped_conv_in_eight_lane_blocks_runs_on_the_packed_conv_body(target):
 @pytest.mark.parametrize("m,k,n", [(13, 7, 37), (32, 16, 50), (6, 5, 48), (1, 3, 5)])
 def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, k, n, target):
     # an LM head: the dot and its unpack chain alone store accumulators directly
-    from aot.codegen.cpu.gemm import _dot_match, _stores_plainly
+    from aot.codegen.cpu.packed_dot import _dot_match, _stores_plainly
 
     make = dense(m, k, n, "none")
     plan = check(make, feeds_for(make), pieces=3, target=target)
@@ -349,7 +352,7 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
 @pytest.mark.parametrize("k,n,streams", [(64, 4200, True), (64, 500, False)])
 def test_a_weight_too_big_to_stay_in_cache_is_prefetched_a_unit_ahead(k, n, streams):
     # the last unit prefetches past the weight's end: harmless, and the results stay right
-    from aot.codegen.cpu.gemm import PREFETCH_MIN_WEIGHT_BYTES
+    from aot.codegen.cpu.packed_dot import PREFETCH_MIN_WEIGHT_BYTES
 
     assert (k * n * 4 > PREFETCH_MIN_WEIGHT_BYTES) == streams
     make = dense(13, k, n, "none")
@@ -357,3 +360,105 @@ def test_a_weight_too_big_to_stay_in_cache_is_prefetched_a_unit_ahead(k, n, stre
     assert emitters(plan) == [DOT_EMITTER]
     llvm_ir = emit_cpu(plan, HOST).llvm_ir
     assert ("llvm.prefetch" in llvm_ir) == streams
+
+
+# -- the layout is explicit: the bodies match packed ops, never shapes ---------------
+def test_a_plain_dot_whose_weight_is_shaped_like_a_packed_one_is_not_taken_for_one():
+    # [NB, K, L] contracted on dim 1 is what a packed weight looks like: once the body
+    # recognised it by that shape; now only a packed_dot (ops/packed.py) is packed
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, (4, 8)))
+        b = Builder(g)
+        y = b.op("dot", [x, _const(b, (2, 8, 16), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(1,))
+        g.add_output(b.op("reshape", [y], shape=(4, 32)), "y")
+        return g
+    plan = check(make, feeds_for(make))
+    assert not any(n.op == "packed_dot" for k in plan.kernels for n in k.nodes)
+    assert DOT_EMITTER not in emitters(plan)
+
+
+def _reshaped(make_contraction: Callable[[Builder, Value], Value], x_shape: tuple[int, ...],
+              shape: tuple[int, ...]) -> Callable[[], Graph]:
+    """contraction(x), then a reshape with nothing between (the simplifier merged an unpack
+    chain's reshape into such a reshape, and the body stored the packed layout)."""
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(DType.F32, x_shape))
+        b = Builder(g)
+        g.add_output(b.op("reshape", [make_contraction(b, x)], shape=shape), "y")
+        return g
+    return make
+
+
+def test_a_reshape_after_a_packed_dot_leaves_it_on_its_body_with_its_own_type():
+    def dot(b: Builder, x: Value) -> Value:
+        return b.op("dot", [x, _const(b, (24, 32), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,),
+                    rhs_contract=(0,))
+    make = _reshaped(dot, (6, 24), (6, 2, 16))
+    plan = check(make, feeds_for(make), pieces=2)
+    (kernel,) = [k for k in plan.kernels if DOT_EMITTER is body_emitter(k, HOST)]
+    # the dot's own [6, 32], not the packed [6, 2, 16] (which the reshape asks for, by design)
+    assert [n.op for n in kernel.nodes] == ["packed_dot"] and kernel.root.type.shape == (6, 32)
+
+
+def test_a_flatten_after_a_packed_conv_leaves_it_on_its_body_with_its_own_type():
+    def conv(b: Builder, x: Value) -> Value:
+        return b.op("conv", [x, _const(b, (16, 3, 3, 3), 3)], strides=(1, 1), padding=((1, 1), (1, 1)),
+                    dilation=(1, 1), groups=1)
+    make = _reshaped(conv, (1, 3, 6, 6), (1, 16 * 36))
+    plan = check(make, feeds_for(make), pieces=2)
+    (kernel,) = [k for k in plan.kernels if CONV_EMITTER is body_emitter(k, HOST)]
+    assert kernel.root.producer.op == "packed_conv" and kernel.root.type.shape == (1, 16, 6, 6)
+    # no [N, OB, OH, OW, L] intermediate, and no transpose kernel to unpack one
+    assert all(n.out.type.rank <= 4 and n.op != "transpose" for k in plan.kernels for n in k.nodes)
+
+
+def _packed_graph(op: str, x_shape: tuple[int, ...], w: np.ndarray, packing: Packing, dtype: DType = DType.F32,
+                  **attrs: object) -> Callable[[], Graph]:
+    def make() -> Graph:
+        g = Graph()
+        x = g.add_input("x", TensorType(dtype, x_shape))
+        b = Builder(g)
+        wp = b.constant(packing.pack(w).astype(dtype.to_numpy()))
+        y = b.op(op, [x, wp], **attrs, **packing.attrs())
+        g.add_output(b.op("tanh", [y]), "y")
+        return g
+    return make
+
+
+@pytest.mark.parametrize("packing,dtype", [(Packing(8, reversed=True), DType.F32), (Packing(8), DType.F64)])
+def test_a_packed_dot_the_gemm_body_declines_runs_elementally(packing, dtype):
+    # lanes in reverse (the conv body's order) or f64: the packed layout is read element by element
+    w = np.random.default_rng(4).standard_normal((13, 7)).astype(np.float32)  # [N, K]
+    make = _packed_graph("packed_dot", (5, 7), w, packing, dtype, lhs_contract=(1,), columns=13)
+    feeds = feeds_for(make)
+    plan = run_pipeline(make(), PipelineOptions(passes=default_passes(HOST.vector_lanes)))
+    assert emitters(plan) == [None]
+    got = _run_any_dtype(make, feeds)
+    np.testing.assert_allclose(got, interpret(make(), feeds)[0], **TOL)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_packed_conv_in_plain_lane_order_runs_elementally(groups):
+    w = np.random.default_rng(5).standard_normal((16, 4 // groups, 3, 3)).astype(np.float32)
+    make = _packed_graph("packed_conv", (1, 4, 6, 7), w, Packing(4), strides=(1, 2), padding=((1, 1), (0, 1)),
+                         dilation=(1, 1), groups=groups, channels=16)
+    feeds = feeds_for(make)
+    plan = check(make, feeds, pieces=2)
+    assert CONV_EMITTER not in emitters(plan)
+
+
+def _run_any_dtype(make: Callable[[], Graph], feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The one output of `make()` compiled for the host, inputs in the graph's own dtypes."""
+    graph = make()
+    plan = run_pipeline(graph, PipelineOptions(passes=default_passes(HOST.vector_lanes)))
+    lib = _load_shared(emit_cpu(plan, HOST).shared_object)
+    ins = [np.ascontiguousarray(feeds[v.name], dtype=v.type.dtype.to_numpy()) for v in graph.inputs]
+    (out,) = [np.zeros(v.type.shape, v.type.dtype.to_numpy()) for v in graph.outputs]
+    arena, weights = _aligned(plan.arena_bytes), _aligned(len(plan.weights))
+    weights[:len(plan.weights)] = np.frombuffer(plan.weights, np.uint8)
+    lib.aot_model_entry((ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins]),
+                        (ctypes.c_void_p * 1)(out.ctypes.data), ctypes.c_void_p(arena.ctypes.data),
+                        ctypes.c_void_p(weights.ctypes.data))
+    return out

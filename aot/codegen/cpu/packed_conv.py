@@ -1,9 +1,8 @@
-"""Direct f32 convolution over the packed weights of the layout pass.
-
-The layout pass writes a 2-d conv with a constant weight as a conv over
-x5 = reshape(x) [N, C, H, W, 1] and Wp [OB, C/g, KH, KW, L]: one block of L
-output channels lives in the vector lanes (in reverse lane order), then the
-unpack chain transpose -> reshape [N, OB*L, OH, OW] (-> slice [N, O, OH, OW]).
+"""Direct f32 convolution: packed_conv (ops/packed.py), the conv whose constant weight
+the layout pass (passes/layout.py) packed as Wp [OB, C/g, KH, KW, L]: one block
+of L output channels lives in the vector lanes, in reverse lane order (channel
+ob*L + od in lane L-1-od). A 1-d conv (x [N, C, W], Wp [OB, C/g, KW, L]) runs as
+the 2-d conv over a unit height.
 
 Work item: (n, channel block ob, output row oh, a run of up to MAX_PIXELS
 output columns); on AVX-512, two channel blocks ob, ob+1 of one group
@@ -17,9 +16,10 @@ output columns); on AVX-512, two channel blocks ob, ob+1 of one group
 
 A run whose columns all stay inside the input takes a variant without
 bounds checks; border runs clamp the column and select 0 for padding. The
-fused epilogue runs per output element on the accumulator lane (see gemm.py).
-Not handled here (elemental path): convs the layout pass leaves unpacked
-(depthwise and other narrow groups, non-2-d, transposed, non-f32).
+fused epilogue runs per output element on the accumulator lane (epilogue.py).
+Not handled here: convs the layout pass leaves unpacked (depthwise and other
+narrow groups: depthwise.py; pointwise: conv1x1.py; non-f32, transposed and
+other ranks: the elemental path).
 """
 from __future__ import annotations
 
@@ -27,17 +27,16 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.gemm import (
-    Epilogue, branch, fma, load_vector, packed_epilogue, register, splat,
-    store_epilogue, store_vector, vector_of,
-)
-from aot.codegen.cpu.kernel import KernelContext, matched_body
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
+from aot.codegen.cpu.body import KernelContext, matched_body
+from aot.codegen.cpu.epilogue import Epilogue, packed_epilogue, store_epilogue
+from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.ir.graph import Node
+from aot.codegen.cpu.vector import fma, load_vector, splat, store_vector, vector_of
+from aot.ir.graph import Node, Value
+from aot.ir.types import DType
+from aot.ops import Packing
 from aot.passes.contraction_sum import accumulation_join
-from aot.passes.layout import CONV_LINKS, is_packed_conv
 from aot.plan import Kernel
 
 # output pixels per work item: one accumulator vector each (leaves room for
@@ -83,25 +82,30 @@ class ConvGeometry:
 
     @staticmethod
     def of(match: ConvMatch) -> ConvGeometry:
-        epilogue = match.epilogue
-        conv = epilogue.contraction
-        blocks, lanes = conv.out.type.shape[1], conv.out.type.shape[-1]
-        out_channels = epilogue.chain[-1].out.type.shape[1] if epilogue.chain else blocks * lanes
-        return ConvGeometry.of_conv(conv, out_channels, match.per_item)
+        return ConvGeometry.of_conv(match.epilogue.contraction, match.per_item)
 
     @staticmethod
-    def of_conv(conv: Node, out_channels: int, per_item: int) -> ConvGeometry:
-        x5, wp = conv.inputs
-        n, c, h, w, _ = x5.type.shape
-        blocks, cg, kh, kw, lanes = wp.type.shape
-        _, _, oh, ow, _ = conv.out.type.shape
+    def of_conv(conv: Node, per_item: int) -> ConvGeometry:
+        x, wp = conv.inputs
         attrs = conv.attrs
+        strides, dilation = tuple(attrs["strides"]), tuple(attrs["dilation"])
+        pad_low = tuple(low for low, _ in attrs["padding"])
+        out_spatial = conv.out.type.shape[2:]
+        kernel = wp.type.shape[2:-1]
+        if x.type.rank == 3:  # 1-d: the 2-d conv over a unit height
+            strides, dilation, pad_low = (1, *strides), (1, *dilation), (0, *pad_low)
+            out_spatial, kernel = (1, *out_spatial), (1, *kernel)
+        n, c = x.type.shape[:2]
+        h, w = _planar(x)
+        blocks, cg = wp.type.shape[:2]
+        lanes = wp.type.shape[-1]
+        oh, ow = out_spatial
+        kh, kw = kernel
         runs = max(1, -(-ow // (PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS)))
         pixels = -(-ow // runs)
         return ConvGeometry(
-            n, c, h, w, blocks, cg, kh, kw, lanes, out_channels, oh, ow, attrs["groups"],
-            tuple(attrs["strides"][:2]), tuple(attrs["dilation"][:2]), (attrs["padding"][0][0], attrs["padding"][1][0]),
-            pixels, runs, per_item,
+            n, c, h, w, blocks, cg, kh, kw, lanes, attrs["channels"], oh, ow, attrs["groups"],
+            strides, dilation, pad_low, pixels, runs, per_item,
         )
 
     def rows_always_inside(self) -> bool:
@@ -121,18 +125,36 @@ class ConvMatch:
     per_item: int  # channel blocks per work item
 
 
+def _planar(x: Value) -> tuple[int, int]:
+    """(H, W) of a 2-d conv's input; (1, W) of a 1-d one's."""
+    spatial = x.type.shape[2:]
+    return (spatial[0], spatial[1]) if len(spatial) == 2 else (1, spatial[0])
+
+
+def _input_index(x: Value, n: ir.Value, channel: ir.Value, h: ir.Value, pos: ir.Value) -> list[ir.Value]:
+    """x's index of input column `pos` of row h (none for a 1-d conv), image n; a unit dim reads at 0."""
+    index = [n, channel, h, pos] if x.type.rank == 4 else [n, channel, pos]
+    return [ZERO if size == 1 else i for i, size in zip(index, x.type.shape)]
+
+
+def is_cpu_packed_conv(node: Node) -> bool:
+    """An f32 1-d or 2-d packed_conv in the lane order this body reads (channel ob*L + od in lane L-1-od)."""
+    return (node.op == "packed_conv" and node.out.type.dtype is DType.F32 and node.inputs[0].type.rank in (3, 4)
+            and Packing.of(node.attrs).reversed)
+
+
 def _groups_split_into(conv: Node, per_item: int) -> bool:
     """Each group's channel blocks split into whole items of `per_item` blocks."""
-    return (conv.out.type.shape[1] // conv.attrs["groups"]) % per_item == 0
+    return (conv.inputs[1].type.shape[0] // conv.attrs["groups"]) % per_item == 0
 
 
 def _blocks_per_item(conv: Node, target: CpuTarget) -> int:
     """2 where 16-lane vectors have 32 registers and the groups split into pairs."""
-    return 2 if target.avx512 and conv.out.type.shape[-1] == 16 and _groups_split_into(conv, 2) else 1
+    return 2 if target.avx512 and conv.attrs["lanes"] == 16 and _groups_split_into(conv, 2) else 1
 
 
 def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
-    epilogue = packed_epilogue(kernel, is_packed_conv, CONV_LINKS)
+    epilogue = packed_epilogue(kernel, is_cpu_packed_conv)
     if epilogue is None:
         return None
     users: dict[int, list[Node]] = {}
@@ -147,11 +169,11 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
     # stays on the elemental path (computed where the epilogue reads it)
     partners = tuple(
         n for n in kernel.nodes
-        if n is not main and n.op == "conv" and id(n.inputs[1]) in params
+        if n is not main and n.op == "packed_conv" and id(n.inputs[1]) in params
         and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    return ConvMatch(Epilogue(main, epilogue.chain, partners) if partners else epilogue, per_item)
+    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item)
 
 
 def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
@@ -205,7 +227,7 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
             b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
     _accumulate(ctx, conv, g, at, slots, checked)
     for partner in epilogue.partners:
-        partner_geometry = ConvGeometry.of_conv(partner, g.out_channels, g.per_item)
+        partner_geometry = ConvGeometry.of_conv(partner, g.per_item)
         # the run's bounds check is the main conv's; the partner checks its columns unless never needed
         _accumulate(ctx, partner, partner_geometry, at, slots, not partner_geometry.columns_always_inside())
     for k, block_slots in enumerate(slots):
@@ -218,7 +240,7 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
     """slots[k][p] += conv at channel block ob + k, output pixel ow0 + p of the item, over every tap
     and input channel (the blocks of one item lie in one group, so they read the same inputs)."""
     b, e = ctx.builder, ctx.elemental
-    x5, wp = conv.inputs
+    source, wp = conv.inputs
     name = conv.out.name
     weights = ctx.params[id(wp)]
     pixels = len(slots[0])
@@ -253,7 +275,7 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
                                       f"{name}.wv{k}_{j}") for k in range(len(slots))]
                     for p in range(pixels):
                         pos, ok = columns[j][p]
-                        xv = e.value(x5, [at.n, channel, h, pos, ZERO])
+                        xv = e.value(source, _input_index(source, at.n, channel, h, pos))
                         if ok is not None:
                             xv = b.select(ok, xv, zero)
                         x = splat(b, xv, g.lanes, f"{name}.x")
@@ -277,14 +299,6 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
     lanes = g.lanes
     pixels = len(slots)
     accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
-    if epilogue.root_is_contraction:  # [N, OB, OH, OW, L] in the conv's own (reversed) lane order
-        reverse = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes - 1, -1, -1)))
-        for p, acc in enumerate(accs):
-            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
-            pixel = b.add(b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.blocks)), at.ob), const_i64(g.oh)), at.oh), const_i64(g.ow)), ow)
-            natural = b.shuffle_vector(acc, ir.Constant(acc.type, None), reverse, name=f"{name}.natural")
-            store_vector(b, ctx.out_ptr, b.mul(pixel, const_i64(lanes)), natural, f"{name}.store{p}")
-        return
     # the accumulators go to a stack scratch as whole vectors (scratch[p][lane]); the
     # epilogue loop over channels reads channel o0+od of each pixel from lane L-1-od
     # (one vector store per pixel instead of L lane extracts: resnet18 ~4% faster)
@@ -296,7 +310,7 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
     left = b.sub(const_i64(g.out_channels), o0)
     count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
     # the root is [N, O, OH, OW], or [N, O, OW] for a 1-d conv (OH = 1: the same linear index)
-    planar = epilogue.chain[-1].out.type.rank == 4
+    planar = epilogue.contraction.out.type.rank == 4
     with for_range(b, 0, count, f"{name}.od") as od:
         o = b.add(o0, od, flags=["nuw", "nsw"])
         row = b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow))
@@ -310,4 +324,3 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
 
 
 CONV_EMITTER = matched_body(_conv_match, lambda match: ConvGeometry.of(match).items, _emit_conv)
-register(CONV_EMITTER)

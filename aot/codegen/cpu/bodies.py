@@ -1,0 +1,68 @@
+"""The kernel body emitters, in the one order a kernel tries them.
+
+A kernel gets the first body of BODIES that may take its root op and whose
+emitter accepts the kernel (`BodyEmitter.applies`); with none, it gets the
+elemental row loop (kernel.py). A body that runs a fused epilogue also takes
+kernels whose root is the last elementwise op of that epilogue.
+
+Where two bodies accept one kernel, the earlier wins:
+- pointwise conv before depthwise conv: a 1x1 conv over at most MAX_TAPS
+  input channels is narrow too, and the pointwise tile reuses each input
+  vector for several output channels where the depthwise body reloads it.
+The other bodies take disjoint ops (packed_dot, packed_conv, conv,
+reduce_window, dot, scatter, sort).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aot.codegen.cpu.body import BodyEmitter
+from aot.codegen.cpu.conv1x1 import POINTWISE_EMITTER
+from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
+from aot.codegen.cpu.dot_dynamic import DYNAMIC_DOT_EMITTER
+from aot.codegen.cpu.packed_conv import CONV_EMITTER
+from aot.codegen.cpu.packed_dot import DOT_EMITTER
+from aot.codegen.cpu.pool import POOL_EMITTER
+from aot.codegen.cpu.scatter import SCATTER_EMITTER
+from aot.codegen.cpu.sort import SORT_EMITTER
+from aot.codegen.cpu.target import CpuTarget
+from aot.ops import ELEMENTWISE
+from aot.plan import Kernel
+
+
+@dataclass(frozen=True)
+class Body:
+    """A body for kernels whose root is one of `ops` or, with `epilogue`, an elementwise
+    op of the fused epilogue after one of them."""
+
+    name: str
+    ops: frozenset[str]
+    emitter: BodyEmitter
+    epilogue: bool = True
+
+    def may_take(self, root_op: str) -> bool:
+        return root_op in self.ops or (self.epilogue and root_op in ELEMENTWISE)
+
+
+BODIES: tuple[Body, ...] = (
+    Body("scatter", frozenset({"scatter"}), SCATTER_EMITTER, epilogue=False),
+    Body("sort", frozenset({"sort", "argsort"}), SORT_EMITTER, epilogue=False),
+    Body("packed dot", frozenset({"packed_dot"}), DOT_EMITTER),
+    Body("packed conv", frozenset({"packed_conv"}), CONV_EMITTER),
+    Body("pointwise conv", frozenset({"conv"}), POINTWISE_EMITTER),
+    Body("depthwise conv", frozenset({"conv"}), DEPTHWISE_EMITTER),
+    Body("pooling", frozenset({"reduce_window"}), POOL_EMITTER),
+    Body("run-time dot", frozenset({"dot"}), DYNAMIC_DOT_EMITTER),
+)
+
+
+def body_of(kernel: Kernel, target: CpuTarget) -> Body | None:
+    """The row of BODIES that emits `kernel`'s body for `target`; None: the elemental row loop."""
+    producer = kernel.root.producer
+    root_op = producer.op if producer is not None else ""
+    return next((b for b in BODIES if b.may_take(root_op) and b.emitter.applies(kernel, target)), None)
+
+
+def body_emitter(kernel: Kernel, target: CpuTarget) -> BodyEmitter | None:
+    body = body_of(kernel, target)
+    return None if body is None else body.emitter

@@ -1,0 +1,92 @@
+"""f32 vector helpers shared by the microkernels: splat, FMA, loads and stores of L lanes,
+and the register budget of an accumulator tile."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from aot.codegen.cpu.loops import const_i64
+from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.target import CpuTarget
+
+# accumulator tile: rows x column blocks; 6 x 2 (or 3 x 4) vectors leave
+# registers for the loaded weight vectors and the broadcast on AVX2 (16 regs)
+MAX_ROWS = 6
+ACC_VECTORS = 12
+# AVX-512 has 32 registers: a 6 x 4 tile (24 accumulators) halves the broadcasts per FMA
+# (an LM head of 32 x 128 x 50,257: 74 -> 82 GFLOP/s)
+ACC_VECTORS_AVX512 = 24
+
+
+def accumulator_budget(target: CpuTarget, lanes: int) -> int:
+    """Accumulator vectors a register tile may hold: AVX-512's 32 registers of 16 lanes take 24."""
+    return ACC_VECTORS_AVX512 if target.avx512 and lanes == 16 else ACC_VECTORS
+
+
+def vector_of(lanes: int) -> ir.VectorType:
+    return ir.VectorType(F32, lanes)
+
+
+def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int, name: str) -> ir.Value:
+    one = b.insert_element(ir.Constant(vector_of(lanes), None), scalar, ir.Constant(ir.IntType(32), 0), name=f"{name}.ins")
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+    return b.shuffle_vector(one, ir.Constant(vector_of(lanes), None), mask, name=name)
+
+
+def fma(b: ir.IRBuilder, a: ir.Value, c: ir.Value, acc: ir.Value, name: str) -> ir.Value:
+    """a * c + acc: one fused instruction where the target has FMA, a multiply and an add
+    elsewhere (llvm.fmuladd; llvm.fma would call libm's fmaf there, which the code cannot link)."""
+    ty = a.type
+    fn = intrinsic(b.module, f"llvm.fmuladd.v{ty.count}f32", ty, [ty, ty, ty])
+    return b.call(fn, [a, c, acc], name=name)
+
+
+def load_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, lanes: int, name: str) -> ir.Value:
+    """L floats at base[offset:] (any alignment)."""
+    addr = b.gep(base, [offset], inbounds=True, name=f"{name}.addr")
+    return b.load(b.bitcast(addr, vector_of(lanes).as_pointer()), name=name, align=4)
+
+
+def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.Value, lanes: int,
+                lane_mask: Callable[[int, int], ir.Value], fill: float, name: str) -> ir.Value:
+    """<lanes x f32> at base[offset:]: lanes where the mask is false are `fill` and their
+    memory is not read (offset may point outside the buffer). `lane_mask(first, count)`
+    gives the <count x i1> mask of lanes first .. first+count-1.
+
+    A vector wider than one register of `target` is loaded in register-wide pieces, each
+    with a mask built at its own width. LLVM 22's X86 back end mishandles a <16 x i1>
+    mask on AVX2 when it splits the load itself and proves one half all-false: a
+    release build loads that half unmasked and drops the fill (issue 9: the SPP
+    block's 13x13 max pool read the next row), a build with assertions aborts.
+    """
+    piece = min(lanes, target.vector_lanes)
+    assert lanes % piece == 0 and (lanes // piece) & (lanes // piece - 1) == 0, (lanes, piece)
+    parts = []
+    for first in range(0, lanes, piece):
+        at = b.add(offset, const_i64(first)) if first else offset
+        mask = lane_mask(first, piece)
+        bits = mask.constant if isinstance(mask, ir.Constant) and isinstance(mask.constant, list) else None
+        if bits is not None and not any(bits):
+            parts.append(ir.Constant(vector_of(piece), [fill] * piece))
+        elif bits is not None and all(bits):
+            parts.append(load_vector(b, base, at, piece, f"{name}.part{first}"))
+        else:
+            parts.append(_register_masked_load(b, base, at, mask, fill, f"{name}.part{first}"))
+    while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
+        width = parts[0].type.count
+        both = ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _register_masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, mask: ir.Value, fill: float, name: str) -> ir.Value:
+    vec = vector_of(mask.type.count)
+    fn = intrinsic(b.module, f"llvm.masked.load.v{vec.count}f32.p0", vec, [vec.as_pointer(), mask.type, vec])
+    addr = b.bitcast(b.gep(base, [offset]), vec.as_pointer())  # not inbounds: masked-off lanes may lie outside
+    return b.call(fn, [addr, mask, ir.Constant(vec, [fill] * vec.count)], name=name)
+
+
+def store_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, vec: ir.Value, name: str) -> None:
+    addr = b.gep(base, [offset], inbounds=True, name=f"{name}.addr")
+    b.store(vec, b.bitcast(addr, vec.type.as_pointer()), align=4)
