@@ -1,16 +1,18 @@
-"""Accuracy of the libm-free transcendentals, in ulps, on dense grids; f16 results of the
-functions computed in f64, rounded once and loadable (no libgcc conversion call)."""
+"""Accuracy of the libm-free transcendentals (aot/codegen/cpu/math.py), in ulps, on dense grids and
+at special values; rem exact; f16 results of the functions computed in f64, rounded once and
+loadable (no libgcc conversion call)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from test_codegen_cpu import HOST, Compiled, PlanBuilder, graph_with_inputs, simple_plan
 
 import aot
 from aot.codegen.cpu import CpuTarget
 from aot.ir import DType
+from codegen_util import (FLOATS, HOST, Compiled, PlanBuilder, check, graph_with_inputs, ir_dtype, rand, simple_plan,
+                          specials)
 
 F32_FUNCS = {
     "exp": (np.exp, (-103.0, 88.7)),
@@ -43,8 +45,7 @@ def test_transcendental_ulps(dtype):
     rng = np.random.default_rng(1)
     n = 20000
     grids = {op: _grid(*rng_range, n, rng).astype(dtype) for op, (_, rng_range) in F32_FUNCS.items()}
-    ir_dtype = DType.from_numpy(np.dtype(dtype))
-    g, b, inputs = graph_with_inputs(*[(op, ir_dtype, grids[op].shape) for op in F32_FUNCS])
+    g, b, inputs = graph_with_inputs(*[(op, ir_dtype(dtype), grids[op].shape) for op in F32_FUNCS])
     for value, op in zip(inputs, F32_FUNCS):
         g.add_output(b.op(op, [value]), op)
     outputs = Compiled(simple_plan(g)).run(grids)
@@ -56,6 +57,61 @@ def test_transcendental_ulps(dtype):
         # f64 "exact" is numpy's own f64 result (itself ~1 ulp): allow a little more
         limit = F32_MAX_ULP[op] if dtype == np.float32 else F64_MAX_ULP[op]
         assert errors.max() <= limit, f"{op}: max {errors.max():.2f} ulp at x={grids[op][keep][errors.argmax()]!r}"
+
+
+# -- expm1, log1p, tan, atan2, rem, is_finite ----------------------------------------------------
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the f16 reference overflows to inf
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_expm1_log1p_tan_is_finite_atan2_rem(dtype, rng):
+    n = 301
+    a_val = np.concatenate([rand((n,), dtype, rng, -5, 5), specials(dtype)]).astype(dtype)
+    b_val = np.concatenate([rand((n,), dtype, rng, -5, 5), specials(dtype)[::-1]]).astype(dtype)
+    # tan keeps to the documented |x| < 2^20; log1p's domain is x >= -1
+    t_val = np.where(np.abs(a_val.astype(np.float64)) < 2.0 ** 20, a_val, 0).astype(dtype)
+    g, b, (x, y, t) = graph_with_inputs(*[(k, ir_dtype(dtype), a_val.shape) for k in "abt"])
+    for op in ("expm1", "log1p", "is_finite"):
+        g.add_output(b.op(op, [x]), op)
+    g.add_output(b.op("tan", [t]), "tan")
+    for op in ("atan2", "rem"):
+        g.add_output(b.op(op, [x, y]), op)
+    tol = {np.dtype(np.float32): dict(rtol=1e-6, atol=1e-30)}.get(np.dtype(dtype))
+    check(g, {"a": a_val, "b": b_val, "t": t_val}, tol=tol)
+
+
+def test_f32_expm1_log1p_tan_atan2_within_one_ulp(rng):
+    n = 20000
+    grids = {
+        "expm1": np.concatenate([rng.uniform(-20, 88, n), rng.uniform(-1e-3, 1e-3, 500)]),
+        "log1p": np.concatenate([np.exp(rng.uniform(-30, 30, n)) - 1.0 + 1e-7, rng.uniform(-1e-3, 1e-3, 500)]),
+        "tan": rng.uniform(-1000, 1000, n),
+    }
+    grids = {k: v.astype(np.float32) for k, v in grids.items()}
+    ys, xs = rng.standard_normal(n).astype(np.float32) * 10, rng.standard_normal(n).astype(np.float32)
+    g, b, (e, l, t, y, x) = graph_with_inputs(*[(k, DType.F32, (v.size,)) for k, v in [*grids.items(), ("y", ys), ("x", xs)]])
+    for value, op in zip((e, l, t), grids):
+        g.add_output(b.op(op, [value]), op)
+    g.add_output(b.op("atan2", [y, x]), "atan2")
+    got = Compiled(simple_plan(g)).run({**grids, "y": ys, "x": xs})
+    exact = {op: getattr(np, op)(grids[op].astype(np.float64)) for op in grids}
+    exact["atan2"] = np.arctan2(ys.astype(np.float64), xs.astype(np.float64))
+    for (op, want), have in zip(exact.items(), got):
+        errors = _ulp_error(have, want, np.float32)
+        assert errors.max() <= 1.0, f"{op}: {errors.max():.2f} ulp at {errors.argmax()}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_rem_is_exact(dtype, rng):
+    n = 2000
+    tiny = np.finfo(dtype).smallest_subnormal
+    a_val = np.concatenate([rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n), [3e38, 1e-40, -7.5, 0.0, -0.0, tiny * 7]])
+    b_val = np.concatenate([rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n), [1e-38, 3e-42, 2.5, 1.0, 3.0, tiny * 2]])
+    a_val, b_val = a_val.astype(dtype), b_val.astype(dtype)
+    g, b, (x, y) = graph_with_inputs(("a", ir_dtype(dtype), a_val.shape), ("b", ir_dtype(dtype), a_val.shape))
+    g.add_output(b.op("rem", [x, y]), "rem")
+    (got,) = Compiled(simple_plan(g)).run({"a": a_val, "b": b_val})
+    want = np.fmod(a_val, b_val)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
 # -- f16 results of the functions computed in f64 ------------------------------------------------

@@ -1,8 +1,10 @@
 import numpy as np
 
 from aot.interpreter import interpret
+from aot.ir import DType
 from aot.ir.parser import parse_graph
 from aot.pipeline import PipelineOptions, run_pipeline
+from codegen_util import Compiled, graph_with_inputs
 from passes_util import ir
 
 MODEL = """
@@ -108,3 +110,25 @@ def test_compile_output_is_deterministic(tmp_path):
     model = _in_place_model()
     first = aot.compile(model, None).artifact
     assert aot.compile(model, None).artifact == first
+
+
+def test_pipeline_fuses_and_runs_gather_scatter_sort_and_reverse(rng):
+    """Fusion, buffer assignment and planning over gather/scatter/sort/reverse, then the compiled plan."""
+    x_val = rng.standard_normal((6, 5)).astype(np.float32)
+    i_val = np.array([5, 1, 1, 0], np.int32)
+    g, b, (x, i) = graph_with_inputs(("x", DType.F32, (6, 5)), ("i", DType.I32, (4,)))
+    e = b.op("exp", [x])
+    rows = b.op("gather", [e, i], offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,),
+                index_vector_dim=1, slice_sizes=(1, 5))
+    scaled = b.op("mul", [rows, b.op("reverse", [rows], dims=(1,))])
+    order = b.op("argsort", [scaled], dim=1, descending=False, dtype=DType.I32)
+    values = b.op("sort", [scaled], dim=0, descending=True)
+    added = b.op("scatter", [e, i, values], kind="add", update_window_dims=(1,), inserted_window_dims=(0,),
+                 scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    g.add_output(order, "order")
+    g.add_output(b.op("tanh", [added]), "out")
+    feeds = {"x": x_val, "i": i_val}
+    want = interpret(g, feeds)
+    got = Compiled(run_pipeline(g)).run(feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
