@@ -242,7 +242,7 @@ def test_build_failure_is_run_error(tmp_path):
         build_runtime(root=fake, cache=tmp_path / "cache")
 
 
-def test_extra_dtypes_and_empty_tensors(code):
+def test_bool_bfloat16_int64_and_empty_inputs_are_typed_and_checked(code):
     """Inputs the kernels ignore: an empty bool tensor and a bfloat16 vector."""
     m = _manifest()
     m["inputs"] += [{"name": "e", "dtype": "bool", "shape": [0, 3]},
