@@ -1,7 +1,7 @@
 """Reference interpreter: runs a Graph with each op's numpy reference.
 
 Used as the oracle in tests and by constant folding. A run-time check
-(ops/checks.py) that fails raises RunError with the check's message, the
+(ir/ops/checks.py) that fails raises RunError with the check's message, the
 message the compiled artifact's failing run reports.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from aot.errors import RunError
 from aot.ir.graph import Graph
-from aot.ops import evaluate
+from aot.ir.ops import evaluate
 
 
 def interpret(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from aot.ir.graph import Node
-from aot.ops import PACKED
+from aot.ir.ops import PACKED
 from aot.plan import Kernel
 
 # nanoseconds per unit of each term (see the module docstring); the fit's
@@ -45,7 +45,7 @@ DATA_MOVEMENT = frozenset({
 
 def _features(node: Node, logical: int) -> int:
     """Output features (columns, channels) the node computes: a packed op computes whole
-    blocks, its weight's padding included (ops/packed.py)."""
+    blocks, its weight's padding included (ir/ops/packed.py)."""
     if node.op in PACKED:
         wp = node.inputs[1].type
         return wp.shape[0] * wp.shape[-1]

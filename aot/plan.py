@@ -54,7 +54,7 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Check:
-    """A run-time check (ops/checks.py): the run fails with `message` unless the
+    """A run-time check (ir/ops/checks.py): the run fails with `message` unless the
     boolean scalar `ok` is true. `ok` has a Slice that stays valid after the last
     kernel, where codegen evaluates every check. `loc` names the source node."""
 

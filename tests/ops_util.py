@@ -3,7 +3,7 @@ import numpy as np
 
 from aot.ir.builder import normalize_attr
 from aot.ir.types import DType, TensorType
-from aot.ops import evaluate, infer_type
+from aot.ir.ops import evaluate, infer_type
 
 
 def run(op: str, *arrays: np.ndarray, **attrs) -> np.ndarray:

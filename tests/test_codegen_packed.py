@@ -30,7 +30,7 @@ from aot.codegen.cpu.vector import masked_load, store_vector
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
-from aot.ops import Packing
+from aot.ir.ops import Packing
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 from targets_util import cpus_to_check, host_runs

@@ -10,7 +10,7 @@ from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
 from aot.ir.printer import print_graph
 from aot.ir.types import DType, TensorType
-from aot.ops import Packing, evaluate, infer_type
+from aot.ir.ops import Packing, evaluate, infer_type
 from passes_util import ir
 
 F32 = DType.F32

@@ -6,7 +6,7 @@ import pytest
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
-from aot.ops import infer_type
+from aot.ir.ops import infer_type
 from ops_util import run
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from aot.ir.graph import Graph, Value
+from aot.ir.ops import infer_type
 from aot.ir.types import DType
 
 
@@ -28,8 +29,6 @@ class Builder:
         self.loc = loc
 
     def op(self, op: str, inputs: Sequence[Value], *, name: str = "", **attrs: Any) -> Value:
-        from aot.ops import infer_type
-
         attrs = {k: normalize_attr(v) for k, v in attrs.items()}
         out_type = infer_type(op, [v.type for v in inputs], attrs)
         node = self.graph.make_node(op, inputs, attrs, out_type, name=name, loc=self.loc, index=self.index)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aot.errors import AotError, IRError
 from aot.ir.graph import Graph
+from aot.ir.ops import infer_type
 
 
 def verify_graph(graph: Graph) -> None:
@@ -11,8 +12,6 @@ def verify_graph(graph: Graph) -> None:
     Invariants: names unique; every operand defined earlier (topological
     order); each node's type equals its op's shape rule; outputs defined.
     """
-    from aot.ops import infer_type
-
     defined: set[int] = set()
     names: set[str] = set()
     for value in graph.inputs:

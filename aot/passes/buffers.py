@@ -14,7 +14,7 @@ logical buffers (XLA's allocation + slices): a value may share its buffer with
 
 A buffer is live from the first write of any member to the last read of
 any member (an alias extends its operand's interval). A run-time check
-(ops/checks.py) reads its operand after the last kernel, so that operand's
+(ir/ops/checks.py) reads its operand after the last kernel, so that operand's
 buffer lives to the end of the run. The memory planner places buffers; every
 member gets the buffer's offset.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
+from aot.ir.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
 from aot.passes.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
 from aot.passes.schedule import schedule
 from aot.plan import Check, ExecutionPlan, Kernel, Slice

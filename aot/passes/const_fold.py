@@ -5,7 +5,7 @@ import numpy as np
 
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Value
-from aot.ops import evaluate
+from aot.ir.ops import evaluate
 from aot.passes.base import Pass
 
 # Results at most this big always fold (scalars, shape vectors, tiny tables).

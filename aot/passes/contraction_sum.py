@@ -15,7 +15,7 @@ pass uses `accumulation_join` to fuse the second conv (instead of leaving it
 a root of its own), and the packed-conv body (codegen/cpu/packed_conv.py)
 uses it to accumulate the partner and read it as 0 in the epilogue.
 
-Both convs must have the same result type and the same packing (ops/packed.py),
+Both convs must have the same result type and the same packing (ir/ops/packed.py),
 so an output element sits at the same accumulator lane in both.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aot.ir.graph import Node, Value
-from aot.ops import Packing
+from aot.ir.ops import Packing
 
 UsersOf = Callable[[Value], list[Node]]
 # values read beyond their users (graph outputs, a kernel's stored root)

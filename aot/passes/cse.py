@@ -2,7 +2,7 @@
 
 Two nodes with the same op, attributes, result type and inputs compute the
 same value (every op is pure); the later one is replaced by the earlier.
-A check (ops/checks.py) is kept for its effect, not its value, and two equal
+A check (ir/ops/checks.py) is kept for its effect, not its value, and two equal
 checks assert the same thing with the same message, so one of them suffices.
 Constants compare by content, so identical weights are also merged; the
 inputs of commutative ops compare as a multiset.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from aot.ir.graph import Graph
-from aot.ops import CHECKS
+from aot.ir.ops import CHECKS
 from aot.passes.base import Pass
 
 

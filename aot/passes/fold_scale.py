@@ -20,7 +20,7 @@ import numpy as np
 
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
-from aot.ops.linalg import dot_free_dims
+from aot.ir.ops.linalg import dot_free_dims
 from aot.passes.base import Pass
 from aot.passes.rewrite import RuleTable, apply_rules, format_counts
 

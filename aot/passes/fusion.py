@@ -7,7 +7,7 @@ and costs recomputation when the consumer reads elements repeatedly. The
 rules, in order (each decision keeps its reason for --explain fusion):
 
 - graph outputs are roots (they are written to output buffers), and so is
-  what a run-time check reads (ops/checks.py: the check itself is no kernel;
+  what a run-time check reads (ir/ops/checks.py: the check itself is no kernel;
   codegen reads its operand after the last kernel);
 - scalar constants are inlined everywhere (immediates); other constants
   stay in the weights blob and are read as kernel parameters;
@@ -57,7 +57,7 @@ from collections.abc import Callable
 
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
-from aot.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, MULTIPLY_ADDS, NON_ELEMENTAL, PACKED
+from aot.ir.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, MULTIPLY_ADDS, NON_ELEMENTAL, PACKED
 from aot.passes.contraction_sum import accumulation_join
 from aot.plan import Kernel
 

@@ -3,7 +3,7 @@ layouts at compile time, so the CPU microkernels (codegen/cpu/packed_dot.py,
 packed_conv.py) read one vector of `lanes` output columns per load.
 
 The packed forms are ops of their own, packed_dot and packed_conv
-(ops/packed.py: shape rules, reference semantics and the `Packing` that says
+(ir/ops/packed.py: shape rules, reference semantics and the `Packing` that says
 how the weight is laid out), with the original's result type; the packing is
 done here, once, on the constant; nothing is repacked at run time.
 
@@ -49,7 +49,7 @@ import numpy as np
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
-from aot.ops.packed import Packing
+from aot.ir.ops.packed import Packing
 from aot.passes.base import Pass
 
 

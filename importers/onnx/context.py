@@ -21,7 +21,7 @@ from aot.ir import Builder, DType, Graph, Value
 from aot.ir.builder import normalize_attr
 from aot.ir.types import FLOAT8_FORMATS
 from aot.ir.types import TensorType
-from aot.ops import evaluate, infer_type
+from aot.ir.ops import evaluate, infer_type
 from aot.registry import registry
 
 from .loader import tensor_to_array

@@ -9,7 +9,7 @@ enclosing graph through the same op table:
   is only a cost). A branch that cannot be lowered at the compiled shapes (a
   Reshape or Conv that does not fit, say the 8 kHz branch of a voice
   detector compiled for 16 kHz chunks) is left out: the other branch alone
-  is compiled, with a run-time check (ops/checks.py) that fails the run with
+  is compiled, with a run-time check (ir/ops/checks.py) that fails the run with
   the branch's lowering error if the condition ever selects it. Checks made
   inside a branch are guarded by the condition that selects the branch.
 - Loop: unrolled; the trip count must be known at compile time and the
@@ -30,7 +30,7 @@ import onnx
 
 from aot.errors import ModelError
 from aot.ir import DType, Value
-from aot.ops import CHECKS
+from aot.ir.ops import CHECKS
 
 from .context import Ctx, NodeArgs, op_registry, take_index
 from .loader import tensor_to_array

@@ -221,7 +221,7 @@ def _isnan(ctx: Ctx, a: NodeArgs) -> list[Value]:
 # -- ops added for suite coverage -------------------------------------------------------
 def _require_prim(ctx: Ctx, prim: str) -> None:
     """Refuse by name when a primitive this lowering needs is not in the op set."""
-    from aot.ops import OPS as PRIMITIVES
+    from aot.ir.ops import OPS as PRIMITIVES
 
     if prim not in PRIMITIVES:
         raise ctx.unsupported(f"needs the '{prim}' primitive, which this build of aot does not have")

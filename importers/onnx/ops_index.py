@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aot.ir import DType, Value
-from aot.ops.reduction import reduce_identity
+from aot.ir.ops.reduction import reduce_identity
 
 from .context import Ctx, NodeArgs, norm_axis, op_registry, static_ints
 from .loader import to_dtype

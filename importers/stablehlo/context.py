@@ -17,7 +17,7 @@ from aot.errors import ModelError, UnsupportedError
 from aot.ir import Builder, DType, Graph, Value
 from aot.ir.builder import normalize_attr
 from aot.ir.types import TensorType
-from aot.ops import evaluate, infer_type
+from aot.ir.ops import evaluate, infer_type
 
 from .locations import describe
 from .syntax import Module, Op, TType

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from aot.ir import DType, Value
-from aot.ops.reduction import reduce_identity
+from aot.ir.ops.reduction import reduce_identity
 from aot.registry import registry
 
 from .context import Ctx

@@ -26,7 +26,7 @@ from aot.codegen.cpu.pool import POOL_EMITTER
 from aot.codegen.cpu.scatter import SCATTER_EMITTER
 from aot.codegen.cpu.sort import SORT_EMITTER
 from aot.codegen.cpu.target import CpuTarget
-from aot.ops import ELEMENTWISE
+from aot.ir.ops import ELEMENTWISE
 from aot.plan import Kernel
 
 

@@ -40,7 +40,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
-from aot.ops import ELEMENTWISE
+from aot.ir.ops import ELEMENTWISE
 from aot.plan import Kernel
 
 # output columns per vector: an AVX-512 register of f32 (two registers on AVX2)

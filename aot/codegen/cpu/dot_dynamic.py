@@ -39,7 +39,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
-from aot.ops.linalg import dot_free_dims
+from aot.ir.ops.linalg import dot_free_dims
 from aot.plan import Kernel
 
 LANES = 16  # one AVX-512 register of f32 (two AVX2 ones)

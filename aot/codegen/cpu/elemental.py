@@ -28,10 +28,10 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
 from aot.ir.types import FLOAT8_FORMATS, DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
-from aot.ops.indexing import GatherDims
-from aot.ops.linalg import conv_lhs_dilation, dot_free_dims
-from aot.ops.packed import Packing
-from aot.ops.reduction import reduce_identity, window_dilations
+from aot.ir.ops.indexing import GatherDims
+from aot.ir.ops.linalg import conv_lhs_dilation, dot_free_dims
+from aot.ir.ops.packed import Packing
+from aot.ir.ops.reduction import reduce_identity, window_dilations
 
 ZERO = const_i64(0)
 I1 = ir.IntType(1)
@@ -951,7 +951,7 @@ def _dot(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
 
 @emits("packed_dot")
 def _packed_dot(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
-    """out[.., n] = sum over k of x[.., k, ..] * wp[block of n, k, lane of n] (ops/packed.py)."""
+    """out[.., n] = sum over k of x[.., k, ..] * wp[block of n, k, lane of n] (ir/ops/packed.py)."""
     lhs, wp = node.inputs
     (contract,) = node.attrs["lhs_contract"]
     dtype = node.out.type.dtype
@@ -995,7 +995,7 @@ def _conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
 
 @emits("packed_conv")
 def _packed_conv(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
-    """conv with the weight read where ops/packed.py's packing holds it: wp[block, c, *taps, lane]."""
+    """conv with the weight read where ir/ops/packed.py's packing holds it: wp[block, c, *taps, lane]."""
     x, wp = node.inputs
     if node.out.type.dtype is DType.BOOL:
         raise no_lowering(node)

@@ -18,7 +18,7 @@ from llvmlite import ir
 from aot.codegen.cpu.body import KernelContext
 from aot.codegen.cpu.math import F32
 from aot.ir.graph import Node
-from aot.ops import ELEMENTWISE
+from aot.ir.ops import ELEMENTWISE
 from aot.plan import Kernel
 
 

@@ -12,7 +12,7 @@ A kernel loops over its root's output: work item w is one innermost row
 independent, so a thread pool may split them. The entry runs every kernel
 over all of its items, in plan order.
 
-The checks function evaluates the plan's run-time checks (ops/checks.py) in
+The checks function evaluates the plan's run-time checks (ir/ops/checks.py) in
 order and returns 1 + the index of the first that fails, 0 when all pass.
 The runtime calls it on one thread after the last kernel, whether the entry
 or its thread pool ran the kernels, so the answer does not depend on how the

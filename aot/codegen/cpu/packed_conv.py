@@ -1,4 +1,4 @@
-"""Direct f32 convolution: packed_conv (ops/packed.py), the conv whose constant weight
+"""Direct f32 convolution: packed_conv (ir/ops/packed.py), the conv whose constant weight
 the layout pass (passes/layout.py) packed as Wp [OB, C/g, KH, KW, L]: one block
 of L output channels lives in the vector lanes, in reverse lane order (channel
 ob*L + od in lane L-1-od). A 1-d conv (x [N, C, W], Wp [OB, C/g, KW, L]) runs as
@@ -35,7 +35,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
-from aot.ops import Packing
+from aot.ir.ops import Packing
 from aot.passes.contraction_sum import accumulation_join
 from aot.plan import Kernel
 

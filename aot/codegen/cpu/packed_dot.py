@@ -1,4 +1,4 @@
-"""Register-blocked f32 microkernel for packed_dot (ops/packed.py), the dot whose
+"""Register-blocked f32 microkernel for packed_dot (ir/ops/packed.py), the dot whose
 constant weight the layout pass (passes/layout.py) packed as Wp [NB, K, L]
 (L = vector lanes, N columns padded to NB*L). This kernel body computes an
 MR x NCB tile of L-wide vectors per work item:
@@ -33,7 +33,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
-from aot.ops import Packing
+from aot.ir.ops import Packing
 from aot.plan import Kernel
 
 # A packed weight larger than this is read from memory on every call (it does not

@@ -33,7 +33,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
-from aot.ops.reduction import reduce_identity, window_dilations
+from aot.ir.ops.reduction import reduce_identity, window_dilations
 from aot.plan import Kernel
 
 

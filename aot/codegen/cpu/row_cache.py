@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from aot.ir.graph import Node, Value
 from aot.ir.types import DType
-from aot.ops import DATA_MOVEMENT, ELEMENTWISE
+from aot.ir.ops import DATA_MOVEMENT, ELEMENTWISE
 from aot.plan import Kernel
 
 

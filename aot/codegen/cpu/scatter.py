@@ -3,7 +3,7 @@
 Serial (one work item): updates may hit the same element, and their order is
 part of the semantics (assign: the last update wins). Each update scatter
 position reads its start index vector, adds the batching index, and skips the
-whole window unless it lies inside the operand (see aot/ops/indexing.py).
+whole window unless it lies inside the operand (see aot/ir/ops/indexing.py).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from aot.codegen.cpu.elemental import ZERO, index_as_i64
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
-from aot.ops.indexing import ScatterDims
+from aot.ir.ops.indexing import ScatterDims
 from aot.plan import Kernel
 
 _COMBINE_KIND = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}

@@ -4,7 +4,7 @@ Each row is copied into stack scratch as (key, original position) and
 sorted by a bottom-up merge sort: stable, O(n log n), branch-light merges.
 The number of passes is known at compile time, so they are unrolled and the
 ping-pong between the two scratch halves is static. The order is the one
-documented in aot/ops/sorting.py: NaN greater than every number, ties kept
+documented in aot/ir/ops/sorting.py: NaN greater than every number, ties kept
 in their original order both ways.
 """
 from __future__ import annotations

@@ -4,10 +4,10 @@ Importing this package registers every op. Passes test op *sets* below
 rather than listing op names.
 """
 # importing each op module registers its ops
-from aot.ops import checks, elementwise, indexing, linalg, packed, reduction, shape_ops, sorting  # noqa: F401
-from aot.ops.elementwise import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
-from aot.ops.packed import PACKED, Packing
-from aot.ops.registry import OPS, OpDef, evaluate, get_op, infer_type
+from aot.ir.ops import checks, elementwise, indexing, linalg, packed, reduction, shape_ops, sorting  # noqa: F401
+from aot.ir.ops.elementwise import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from aot.ir.ops.packed import PACKED, Packing
+from aot.ir.ops.registry import OPS, OpDef, evaluate, get_op, infer_type
 
 # Output element i depends only on input element i (same shape in and out).
 ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"compare", "select", "convert"}
@@ -20,7 +20,7 @@ INDEXING = frozenset({"gather"})
 GENERATORS = frozenset({"constant", "iota"})
 # Ops whose output elements are sums of products of their operands' elements: the
 # contractions that fast kernel bodies accelerate (a packed op's weight is laid out
-# for them at compile time: ops/packed.py).
+# for them at compile time: ir/ops/packed.py).
 MULTIPLY_ADDS = frozenset({"dot", "conv"}) | PACKED
 # Ops that combine many input elements into each output element.
 CONTRACTIONS = MULTIPLY_ADDS | {"reduce", "reduce_window"}
@@ -28,7 +28,7 @@ CONTRACTIONS = MULTIPLY_ADDS | {"reduce", "reduce_window"}
 # alone, e.g. scatter, sort): always the root of their own kernel, whose body
 # emitter (codegen/cpu/bodies.py) computes the whole output.
 NON_ELEMENTAL: frozenset[str] = frozenset({"scatter", "sort", "argsort"})
-# Ops kept for their effect, not their value (ops/checks.py): roots that DCE
+# Ops kept for their effect, not their value (ir/ops/checks.py): roots that DCE
 # keeps, never fused into a kernel; codegen evaluates them after the kernels.
 CHECKS: frozenset[str] = frozenset({"check"})
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 
 def _ints(attrs: dict[str, Any], key: str, op: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from aot.errors import IRError, RunError
 from aot.ir.types import DType, TensorType
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 BOOL_SCALAR = TensorType(DType.BOOL, ())
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 SCATTER_KINDS = ("assign", "add", "mul", "max", "min")
 

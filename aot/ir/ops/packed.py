@@ -34,7 +34,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import TensorType
-from aot.ops.registry import get_op, register
+from aot.ir.ops.registry import get_op, register
 
 PACKED = frozenset({"packed_dot", "packed_conv"})
 # the attributes that spell a Packing on a packed op

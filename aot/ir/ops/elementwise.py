@@ -13,7 +13,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType, float8_saturate, numpy_is_float
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 ARGSORT_DTYPES = (DType.I32, DType.I64)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import TensorType
-from aot.ops.registry import register
+from aot.ir.ops.registry import register
 
 
 def dot_free_dims(rank: int, batch: tuple[int, ...], contract: tuple[int, ...]) -> list[int]:

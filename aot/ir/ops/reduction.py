@@ -8,8 +8,8 @@ import numpy as np
 
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
-from aot.ops.linalg import dilated_size
-from aot.ops.registry import register
+from aot.ir.ops.linalg import dilated_size
+from aot.ir.ops.registry import register
 
 REDUCE_KINDS = ("sum", "max", "min", "prod")
 
