@@ -7,7 +7,7 @@
 from aot.errors import (AotError, ArgumentError, ArtifactError, CodegenError, IRError, ModelError,
                         RunError, UnsupportedError)
 
-__version__ = "0.1.0"
+from aot.version import __version__
 
 __all__ = [
     "AotError", "ArgumentError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",

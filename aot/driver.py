@@ -17,6 +17,7 @@ from aot.ir.graph import Graph
 from aot.kernel_cost import kernel_cost_ns
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
+from aot.version import __version__
 
 TARGETS = ("cpu",)
 
@@ -225,8 +226,6 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str) -> dict[str,
 def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str) -> dict[str, Any]:
     """What tools read (`aot inspect`, `verify`, the profiler): the tooling section, which
     extends the manifest's entries (aot/tooling.py)."""
-    from aot import __version__
-
     tooling: dict[str, Any] = {
         "compiler": {"name": "aot", "version": __version__},
         "model": {"source_sha256": source_sha},

@@ -24,6 +24,7 @@ import numpy as np
 
 from aot.artifact import read_artifact
 from aot.errors import RunError
+from aot.feeds import manifest_specs, seeded_inputs
 
 
 def _aligned(nbytes: int) -> np.ndarray:
@@ -79,8 +80,6 @@ def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None
         raise RunError(f"cannot load the artifact's CPU code ({manifest['cpu'][0].get('cpu', '?')}): {err}") from None
     finally:
         os.unlink(so_path)
-    from aot.verify import manifest_specs, seeded_inputs  # verify imports this module
-
     if inputs is None:
         specs = manifest_specs(manifest["inputs"])
         feeds, _ = seeded_inputs(specs, seed)

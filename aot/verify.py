@@ -17,7 +17,6 @@ Bisection, on a mismatch (as Polygraphy's `debug reduce`, with the compiler's ow
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,11 +25,10 @@ from typing import Any
 import numpy as np
 
 from aot.errors import ArtifactError, ModelError, RunError
-from aot.ir.types import DType
+from aot.feeds import index_bounds, manifest_specs, seeded_inputs
 
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-3
-_MASK_NAME = re.compile(r"mask", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -111,57 +109,6 @@ def compare_arrays(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) 
                               f"(got {got[at]}, reference {want[at]}); largest error at {worst}")
 
 
-# == inputs ==============================================================================
-def _index_bounds(proto: Any) -> dict[str, int]:
-    """Input name -> rows of the smallest table it indexes through Gather (via casts and reshapes)."""
-    from onnx import shape_inference
-
-    try:
-        proto = shape_inference.infer_shapes(proto)
-    except Exception:  # shape inference is a hint here, not a requirement
-        pass
-    graph = proto.graph
-    shapes = {init.name: list(init.dims) for init in graph.initializer}
-    for vi in list(graph.value_info) + list(graph.input):
-        dims = vi.type.tensor_type.shape.dim
-        shapes.setdefault(vi.name, [d.dim_value if d.HasField("dim_value") else 0 for d in dims])
-    producer = {out: node for node in graph.node for out in node.output}
-    inputs = {i.name for i in graph.input}
-    bounds: dict[str, int] = {}
-    for node in graph.node:
-        if node.op_type != "Gather" or len(node.input) < 2:
-            continue
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        table = shapes.get(node.input[0])
-        if not table or not (-len(table) <= axis < len(table)) or table[axis] <= 0:
-            continue
-        source = node.input[1]
-        while source not in inputs and source in producer and producer[source].op_type in (
-                "Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"):
-            source = producer[source].input[0]
-        if source in inputs:
-            bounds[source] = min(bounds.get(source, table[axis]), table[axis])
-    return bounds
-
-
-def seeded_inputs(specs: list[tuple[str, tuple[int, ...], np.dtype]], seed: int,
-                  index_bounds: Mapping[str, int] | None = None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(feeds by name, how each was drawn)."""
-    rng = np.random.default_rng(seed)
-    bounds = index_bounds or {}
-    feeds, how = {}, {}
-    for name, shape, dtype in specs:
-        if dtype.kind == "f":
-            feeds[name], how[name] = rng.standard_normal(shape).astype(dtype), "N(0, 1)"
-        elif dtype.kind == "b":
-            feeds[name], how[name] = rng.integers(0, 2, shape).astype(dtype), "0/1"
-        elif _MASK_NAME.search(name):
-            feeds[name], how[name] = np.ones(shape, dtype), "ones (a mask)"
-        elif name in bounds:
-            feeds[name], how[name] = rng.integers(0, bounds[name], shape).astype(dtype), f"[0, {bounds[name]}) (indexes a table of {bounds[name]} rows)"
-        else:
-            feeds[name], how[name] = rng.integers(0, 4, shape).astype(dtype), "[0, 4)"
-    return feeds, how
 
 
 # == references ==========================================================================
@@ -216,7 +163,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
         artifact_bytes, manifest = compiled.artifact, compiled.manifest
     specs = manifest_specs(manifest["inputs"])
     is_onnx = model.suffix not in (".mlir", ".stablehlo")
-    bounds = _index_bounds(_load_onnx(model)) if is_onnx else {}
+    bounds = index_bounds(_load_onnx(model)) if is_onnx else {}
     feeds, how = seeded_inputs(specs, seed, bounds)
     for name, array in (inputs or {}).items():
         if name not in feeds:
@@ -244,16 +191,6 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
             compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)  # the plan, for bisection
         report.divergence = bisect(model, shapes, bind, compiled, feeds, want, atol, rtol, cpu)
     return report
-
-
-def manifest_specs(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...], np.dtype]]:
-    """(name, shape, numpy dtype) of a checked manifest's inputs or outputs."""
-    specs = []
-    for spec in tensors:
-        dtype = DType.from_manifest_name(spec["dtype"])
-        assert dtype is not None, spec  # read_artifact has checked every name
-        specs.append((spec["name"], tuple(spec["shape"]), dtype.to_numpy()))
-    return specs
 
 
 def read_artifact_bytes(path: Path) -> bytes:

@@ -13,9 +13,10 @@ import aot.driver
 import aot.pipeline
 from aot import cli
 from aot.codegen.cpu.math import MathLib
+from aot.feeds import seeded_inputs
 from aot.ir.graph import Graph
 from aot.passes.base import Pass
-from aot.verify import compare_arrays, format_report, seeded_inputs, verify
+from aot.verify import compare_arrays, format_report, verify
 
 pytest.importorskip("onnxruntime")
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aot.ir.graph import Graph, Node
 from aot.ir.types import DType
+
+if TYPE_CHECKING:  # annotations only: graph.py imports this module for Graph.__str__
+    from aot.ir.graph import Graph, Node
 
 INLINE_LIMIT = 16
 

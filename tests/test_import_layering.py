@@ -1,0 +1,112 @@
+"""The compiler's layering: no import cycle among the modules of aot/ and the importers
+(installed as aot.importers), deferred imports inside functions included, and the IR at
+the bottom (aot.ir imports nothing of aot but itself and aot.errors)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"aot": ROOT / "aot", "aot.importers": ROOT / "importers"}
+PATHS = {f"{prefix}/{p.relative_to(folder)}": p for prefix, folder in PACKAGES.items() for p in sorted(folder.rglob("*.py"))}
+
+
+def _module_name(key: str) -> str:
+    prefix, _, rest = key.partition("/")
+    parts = [prefix, *Path(rest).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(key): path for key, path in PATHS.items()}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, in functions too, less those under `if TYPE_CHECKING:` (never run)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The aot modules `name` imports. `from aot.ir import ops` is the module aot.ir.ops;
+    `from aot import Session` is the package aot itself (its __init__ runs for the name);
+    the parents a module's import runs first are not edges (they run before the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        parts = package.split(".")
+        base = parts[:len(parts) - node.level + 1] if node.level else []
+        origin = ".".join(base + ([node.module] if node.module else []))
+        names = [f"{origin}.{alias.name}" for alias in node.names]
+        found.update(n for n in names if n in MODULES)
+        if any(n not in MODULES for n in names):
+            found.add(origin)
+    return {m for m in found if m in MODULES and m != name}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start -> ... -> start, if there is one."""
+    stack = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                return path + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
+def test_the_module_graph_is_read(graph):
+    assert "aot.ir.ops" in graph["aot.ir.builder"]
+    assert "aot.ir.types" in graph["aot.ir.ops.registry"]
+    assert "aot.ir" not in graph["aot.ir.ops.registry"]  # a parent package: not an edge
+    assert "aot.importers.onnx" in graph["aot.driver"]  # imported inside a function
+    assert "aot.importers.onnx.ops_control" in graph["aot.importers.onnx.lower"]  # from . import ops_control
+    assert "aot.ir.graph" not in graph["aot.ir.printer"]  # under `if TYPE_CHECKING:`
+    assert _cycle_through({"a": {"b"}, "b": {"c"}, "c": {"a"}}, "a") == ["a", "b", "c", "a"]
+
+
+def test_a_name_from_a_package_is_an_edge_to_it(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from aot import compile\n    from aot.ir import ops\n")
+    assert _imports("aot.probe", probe) == {"aot", "aot.ir.ops"}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_cycle(graph, module):
+    cycle = _cycle_through(graph, module)
+    assert cycle is None, " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == "aot.ir" or m.startswith("aot.ir.")))
+def test_ir_is_the_bottom_layer(graph, module):
+    outside = sorted(m for m in graph[module] if not (m == "aot.ir" or m.startswith("aot.ir.")) and m != "aot.errors")
+    assert not outside, f"{module} imports {outside}"
