@@ -109,7 +109,7 @@ def _with_compile_options(fn: Any) -> Any:
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str, cpu: str,
              dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
     from aot.driver import compile_model
-    from aot.passes.fusion import explain as explain_fusion
+    from aot.planning.fusion import explain as explain_fusion
 
     shapes = parse_shape_option(shape)
     output = output or model.with_suffix(".aot")

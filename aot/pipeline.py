@@ -1,7 +1,13 @@
-"""The ordered pass list: dead code left by the importer removed once, graph
-rewrites to a fixed point, then fusion, scheduling, buffer assignment and
-memory planning, verifying after every change and dumping the IR after each
-pass that changed it (`--dump-ir DIR`).
+"""The compiler's middle: rewrite, then plan (the driver then emits code for the plan).
+
+    imported graph --rewrite--> optimized graph --plan--> ExecutionPlan --emit--> code
+    aot/rewrite/: Pass modules, run     aot/planning/: fusion, schedule,
+    to a fixed point on the graph       buffers, arena placement
+
+Rewrite: dead code left by the importer removed once, then the rewrite passes to
+a fixed point, verifying after every change and dumping the IR after each pass
+that changed it (`--dump-ir DIR`). Plan: fusion into kernels, then a kernel
+order, buffers and the arena plan; the graph no longer changes.
 
 `-v` lines say, per pass, its time and what it changed (a pass's `summary`).
 """
@@ -15,18 +21,18 @@ from pathlib import Path
 from aot.ir.graph import Graph
 from aot.ir.printer import print_graph
 from aot.ir.verifier import verify_graph
-from aot.passes.base import Pass
-from aot.passes.buffers import assign_buffers, describe_plan
-from aot.passes.const_fold import ConstFold
-from aot.passes.cse import CommonSubexprElim
-from aot.passes.dce import DeadCodeElim
-from aot.passes.fold_scale import FoldScale
-from aot.passes.fusion import explain, fuse
-from aot.passes.layout import Layout
-from aot.passes.patch_conv import PatchConv
-from aot.passes.output_copies import OutputCopies
-from aot.passes.simplify import Simplify
 from aot.plan import ExecutionPlan
+from aot.planning.buffers import assign_buffers, describe_plan
+from aot.planning.fusion import explain, fuse
+from aot.rewrite.base import Pass
+from aot.rewrite.const_fold import ConstFold
+from aot.rewrite.cse import CommonSubexprElim
+from aot.rewrite.dce import DeadCodeElim
+from aot.rewrite.fold_scale import FoldScale
+from aot.rewrite.layout import Layout
+from aot.rewrite.output_copies import OutputCopies
+from aot.rewrite.patch_conv import PatchConv
+from aot.rewrite.simplify import Simplify
 
 MAX_ROUNDS = 8
 
@@ -107,11 +113,21 @@ def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> Execut
     """Optimize `graph` in place and plan its execution."""
     options = options or PipelineOptions()
     dumper = _Dumper(options)
+    rewrite_graph(graph, options, dumper)
+    return plan_execution(graph, options, dumper)
+
+
+def rewrite_graph(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> None:
+    """Stage 1: the import's dead code once, then the rewrite passes to a fixed point."""
     verify_graph(graph)
     dumper.dump("import", print_graph(graph))
     for p in import_cleanup():
         _run_pass(p, graph, dumper, "after import", log_unchanged=True)
     _rewrite_to_fixed_point(graph, options, dumper)
+
+
+def plan_execution(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> ExecutionPlan:
+    """Stage 2: kernels (fusion), their order, buffers and the arena."""
     start = time.perf_counter()
     kernels = fuse(graph)
     dumper.dump("fusion", explain(kernels) + "\n", "txt")
@@ -119,13 +135,13 @@ def run_pipeline(graph: Graph, options: PipelineOptions | None = None) -> Execut
     dumper.log(f"{'fusion':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(graph.nodes)} nodes -> "
                f"{len(kernels)} kernels ({reductions} with fused reductions)")
     start = time.perf_counter()
-    plan = assign_buffers(graph, kernels, reorder=options.schedule, in_place=options.in_place)
-    dumper.dump("buffers", describe_plan(plan), "txt")
-    moved = sum(1 for a, b in zip(kernels, plan.kernels) if a.root is not b.root)
+    result = assign_buffers(graph, kernels, reorder=options.schedule, in_place=options.in_place)
+    dumper.dump("buffers", describe_plan(result), "txt")
+    moved = sum(1 for a, b in zip(kernels, result.kernels) if a.root is not b.root)
     dumper.log(
         f"{'buffers':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  schedule moved {moved} kernel(s), "
-        f"{plan.notes.get('aliases', 0)} alias(es), {plan.notes.get('in_place', 0)} in place; "
-        f"arena {plan.arena_bytes} B (lower bound {plan.arena_lower_bound} B, temporaries "
-        f"{plan.notes.get('temporaries_bytes', 0)} B), weights {len(plan.weights)} B"
+        f"{result.notes.get('aliases', 0)} alias(es), {result.notes.get('in_place', 0)} in place; "
+        f"arena {result.arena_bytes} B (lower bound {result.arena_lower_bound} B, temporaries "
+        f"{result.notes.get('temporaries_bytes', 0)} B), weights {len(result.weights)} B"
     )
-    return plan
+    return result

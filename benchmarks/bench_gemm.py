@@ -30,11 +30,11 @@ import numpy as np  # noqa: E402
 
 from aot.codegen.cpu import CpuTarget, emit_cpu  # noqa: E402
 from aot.ir import Builder, DType, Graph, TensorType  # noqa: E402
-from aot.passes.const_fold import ConstFold  # noqa: E402
-from aot.passes.dce import DeadCodeElim  # noqa: E402
-from aot.passes.layout import Layout  # noqa: E402
-from aot.passes.output_copies import OutputCopies  # noqa: E402
 from aot.pipeline import PipelineOptions, run_pipeline  # noqa: E402
+from aot.rewrite.const_fold import ConstFold  # noqa: E402
+from aot.rewrite.dce import DeadCodeElim  # noqa: E402
+from aot.rewrite.layout import Layout  # noqa: E402
+from aot.rewrite.output_copies import OutputCopies  # noqa: E402
 
 DEFAULT_SHAPES = ["1x1024x1024", "64x1024x1024", "256x256x256", "128x784x1024", "1x784x1024"]
 

@@ -201,7 +201,7 @@ def make(name: str, out_dir: Path, *, dynamo: bool = False, exporter_folds_batch
 
     The graph keeps each BatchNormalization node, as the module is written
     (and as model-zoo files such as ResNet's are): folding them into the convs
-    is the compiler's job (passes/fold_scale.py). exporter_folds_batch_norm=True
+    is the compiler's job (rewrite/fold_scale.py). exporter_folds_batch_norm=True
     lets the TorchScript exporter fold them instead (its eval-mode default).
     dynamo=True uses torch's newer exporter (torch.export + onnxscript; opset
     20 graphs with LayerNormalization, Split, ...) instead of the TorchScript one.

@@ -1,8 +1,8 @@
 import numpy as np
 
 from aot.ir.parser import parse_graph
-from aot.passes.buffers import assign_buffers, layout_weights
-from aot.passes.fusion import fuse
+from aot.planning.buffers import assign_buffers, layout_weights
+from aot.planning.fusion import fuse
 from passes_util import ir
 
 CHAIN = """

@@ -17,7 +17,7 @@ from targets_util import cpus_to_check
 from aot.codegen.cpu import row_cache
 from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
-from aot.passes.fusion import fuse
+from aot.planning.fusion import fuse
 from passes_util import ir
 
 SOFTMAX = """

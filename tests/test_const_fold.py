@@ -1,4 +1,4 @@
-from aot.passes.const_fold import ConstFold
+from aot.rewrite.const_fold import ConstFold
 from passes_util import ir, run_pass
 
 

@@ -2,9 +2,9 @@
 import pytest
 
 from aot.ir.parser import parse_graph
-from aot.passes.contraction_sum import accumulation_join, additive_tail
-from aot.passes.fusion import explain, fuse
-from aot.passes.layout import Layout
+from aot.planning.contraction_sum import accumulation_join, additive_tail
+from aot.planning.fusion import explain, fuse
+from aot.rewrite.layout import Layout
 from passes_util import ir
 
 CONV3 = '{dilation = [1, 1], groups = 1, padding = [[1, 1], [1, 1]], strides = [1, 1]}'

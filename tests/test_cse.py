@@ -1,4 +1,4 @@
-from aot.passes.cse import CommonSubexprElim
+from aot.rewrite.cse import CommonSubexprElim
 from passes_util import ir, run_pass
 
 

@@ -1,4 +1,4 @@
-from aot.passes.dce import DeadCodeElim
+from aot.rewrite.dce import DeadCodeElim
 from passes_util import ir, run_pass
 
 

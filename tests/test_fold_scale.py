@@ -2,8 +2,8 @@ import numpy as np
 
 from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
-from aot.passes.dce import DeadCodeElim
-from aot.passes.fold_scale import FoldScale
+from aot.rewrite.dce import DeadCodeElim
+from aot.rewrite.fold_scale import FoldScale
 from passes_util import ir
 
 # conv -> bias -> BatchNorm as the importer lowers it: (conv + b) * s + t

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from aot.ir.parser import parse_graph
-from aot.passes.fusion import explain, fuse
+from aot.planning.fusion import explain, fuse
 from passes_util import ir
 
 

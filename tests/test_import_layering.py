@@ -1,6 +1,7 @@
 """The compiler's layering: no import cycle among the modules of aot/ and the importers
-(installed as aot.importers), deferred imports inside functions included, and the IR at
-the bottom (aot.ir imports nothing of aot but itself and aot.errors)."""
+(installed as aot.importers), deferred imports inside functions included, and the layers
+of the middle: the IR at the bottom, graph rewrites above it, planning above that (a rewrite
+never reads a plan, planning never rewrites)."""
 from __future__ import annotations
 
 import ast
@@ -106,7 +107,21 @@ def test_no_import_cycle(graph, module):
     assert cycle is None, " -> ".join(cycle)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == "aot.ir" or m.startswith("aot.ir.")))
-def test_ir_is_the_bottom_layer(graph, module):
-    outside = sorted(m for m in graph[module] if not (m == "aot.ir" or m.startswith("aot.ir.")) and m != "aot.errors")
+# layer -> the aot modules (and packages) it may import besides its own
+LAYERS = {
+    "aot.ir": ("aot.errors",),
+    "aot.rewrite": ("aot.errors", "aot.ir"),
+    "aot.planning": ("aot.errors", "aot.ir", "aot.plan"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if any(_within(m, layer) for layer in LAYERS)))
+def test_layers_import_only_below(graph, module):
+    layer = next(layer for layer in LAYERS if _within(module, layer))
+    allowed = (layer, *LAYERS[layer])
+    outside = sorted(m for m in graph[module] if not any(_within(m, a) for a in allowed))
     assert not outside, f"{module} imports {outside}"

@@ -8,8 +8,8 @@ from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.printer import print_graph
 from aot.ir.verifier import verify_graph
-from aot.passes.dce import DeadCodeElim
-from aot.passes.layout import Layout, pack_conv_weight, pack_dot_weight
+from aot.rewrite.dce import DeadCodeElim
+from aot.rewrite.layout import Layout, pack_conv_weight, pack_dot_weight
 
 
 def dot_graph(m: int, k: int, n: int, contract: int = 0, dtype: DType = DType.F32) -> Graph:

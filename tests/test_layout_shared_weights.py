@@ -10,8 +10,8 @@ from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType, Value
 from aot.ir.printer import print_graph
 from aot.ir.verifier import verify_graph
-from aot.passes.dce import DeadCodeElim
-from aot.passes.layout import Layout
+from aot.rewrite.dce import DeadCodeElim
+from aot.rewrite.layout import Layout
 
 V, H = 37, 5  # rows not a multiple of the lanes: the packed table has padding rows
 

@@ -1,7 +1,7 @@
 import itertools
 import random
 
-from aot.passes.memory_plan import ORDERS, Interval, _order, align_up, best_fit, lower_bound, plan_arena
+from aot.planning.memory_plan import ORDERS, Interval, _order, align_up, best_fit, lower_bound, plan_arena
 
 
 def brute_force_lower_bound(intervals):

@@ -1,4 +1,4 @@
-from aot.passes.output_copies import OutputCopies
+from aot.rewrite.output_copies import OutputCopies
 from passes_util import ir, run_pass
 
 

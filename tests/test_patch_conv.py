@@ -7,8 +7,8 @@ import pytest
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.verifier import verify_graph
-from aot.passes.dce import DeadCodeElim
-from aot.passes.patch_conv import PatchConv
+from aot.rewrite.dce import DeadCodeElim
+from aot.rewrite.patch_conv import PatchConv
 
 
 def patch_graph(x_shape: tuple[int, ...], o: int, kernel: tuple[int, int], strides=None, padding=((0, 0), (0, 0)),

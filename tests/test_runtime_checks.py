@@ -24,9 +24,9 @@ from aot.errors import IRError, ModelError, RunError, UnsupportedError
 from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
 from aot.ir.printer import print_graph
-from aot.passes.buffers import assign_buffers
-from aot.passes.const_fold import ConstFold
-from aot.passes.fusion import fuse
+from aot.planning.buffers import assign_buffers
+from aot.planning.fusion import fuse
+from aot.rewrite.const_fold import ConstFold
 from aot.runtime.session import Session
 
 SHAPES = {"x": (1, 10)}

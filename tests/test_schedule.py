@@ -1,6 +1,6 @@
 from aot.ir.parser import parse_graph
-from aot.passes.fusion import fuse
-from aot.passes.schedule import list_schedule, peak_live_bytes, schedule
+from aot.planning.fusion import fuse
+from aot.planning.schedule import list_schedule, peak_live_bytes, schedule
 from passes_util import ir
 
 # two independent branches; the input order computes both big temporaries first

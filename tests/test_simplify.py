@@ -1,6 +1,6 @@
 import pytest
 
-from aot.passes.simplify import Simplify
+from aot.rewrite.simplify import Simplify
 from passes_util import run_pass
 
 

@@ -15,7 +15,7 @@ from aot import cli
 from aot.codegen.cpu.math import MathLib
 from aot.feeds import seeded_inputs
 from aot.ir.graph import Graph
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 from aot.verify import compare_arrays, format_report, verify
 
 pytest.importorskip("onnxruntime")

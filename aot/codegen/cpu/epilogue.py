@@ -27,7 +27,7 @@ class Epilogue:
     """A kernel's root reads `contraction` through elementwise ops only (or is it)."""
 
     contraction: Node
-    # contractions accumulated into the same accumulators (passes/contraction_sum.py);
+    # contractions accumulated into the same accumulators (planning/contraction_sum.py);
     # the epilogue reads them as 0, their sum already being in the contraction's lane
     partners: tuple[Node, ...] = ()
 

@@ -1,5 +1,5 @@
 """Direct f32 convolution: packed_conv (ir/ops/packed.py), the conv whose constant weight
-the layout pass (passes/layout.py) packed as Wp [OB, C/g, KH, KW, L]: one block
+the layout pass (rewrite/layout.py) packed as Wp [OB, C/g, KH, KW, L]: one block
 of L output channels lives in the vector lanes, in reverse lane order (channel
 ob*L + od in lane L-1-od). A 1-d conv (x [N, C, W], Wp [OB, C/g, KW, L]) runs as
 the 2-d conv over a unit height.
@@ -34,10 +34,10 @@ from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
-from aot.ir.types import DType
 from aot.ir.ops import Packing
-from aot.passes.contraction_sum import accumulation_join
+from aot.ir.types import DType
 from aot.plan import Kernel
+from aot.planning.contraction_sum import accumulation_join
 
 # output pixels per work item: one accumulator vector each (leaves room for
 # the weight vector and the broadcast in 16 registers)

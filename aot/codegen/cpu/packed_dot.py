@@ -1,5 +1,5 @@
 """Register-blocked f32 microkernel for packed_dot (ir/ops/packed.py), the dot whose
-constant weight the layout pass (passes/layout.py) packed as Wp [NB, K, L]
+constant weight the layout pass (rewrite/layout.py) packed as Wp [NB, K, L]
 (L = vector lanes, N columns padded to NB*L). This kernel body computes an
 MR x NCB tile of L-wide vectors per work item:
 

@@ -1,6 +1,6 @@
 """Packed contractions: dot and conv over a weight laid out in blocks at compile time.
 
-The layout pass (passes/layout.py) packs a constant weight once and writes
+The layout pass (rewrite/layout.py) packs a constant weight once and writes
 one of these ops in place of the dot or conv; codegen runs them on its
 microkernels. The layout is the op's `Packing`, written as the op's
 attributes `lanes` and `reversed`: a target that wants other blocks writes

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aot.ir.graph import Graph
 from aot.ir.ops import CHECKS
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 
 class DeadCodeElim(Pass):

@@ -6,7 +6,7 @@ import numpy as np
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Value
 from aot.ir.ops import evaluate
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 # Results at most this big always fold (scalars, shape vectors, tiny tables).
 TINY_BYTES = 64

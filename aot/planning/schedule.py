@@ -9,8 +9,8 @@ order's, so scheduling never makes memory worse.
 """
 from __future__ import annotations
 
-from aot.passes.memory_plan import align_up
 from aot.plan import Kernel
+from aot.planning.memory_plan import align_up
 
 
 def _producers(kernels: list[Kernel]) -> list[list[int]]:

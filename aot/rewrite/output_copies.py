@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 
 class OutputCopies(Pass):

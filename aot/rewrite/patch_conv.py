@@ -26,7 +26,7 @@ from __future__ import annotations
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node
 from aot.ir.types import DType
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 # The im2col copy costs about as much per element as a few dozen FLOPs of the dot; the
 # dot does 2 * O FLOPs per copied element. Below this many output channels the copy

@@ -28,9 +28,9 @@ import numpy as np
 
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
-from aot.passes.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
-from aot.passes.schedule import schedule
 from aot.plan import Check, ExecutionPlan, Kernel, Slice
+from aot.planning.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
+from aot.planning.schedule import schedule
 
 
 def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, int], bytes]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from aot.ir.graph import Graph, Node, Value
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor"})
 

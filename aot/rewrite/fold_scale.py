@@ -21,8 +21,8 @@ import numpy as np
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.ops.linalg import dot_free_dims
-from aot.passes.base import Pass
-from aot.passes.rewrite import RuleTable, apply_rules, format_counts
+from aot.rewrite.base import Pass
+from aot.rewrite.rules import RuleTable, apply_rules, format_counts
 
 
 def channel_constant(value: Value, channel_dim: int) -> np.ndarray | None:

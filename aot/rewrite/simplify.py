@@ -10,9 +10,9 @@ import numpy as np
 
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
-from aot.passes.base import Pass
-from aot.passes.const_fold import TINY_BYTES
-from aot.passes.rewrite import RuleTable, apply_rules, format_counts, splat
+from aot.rewrite.base import Pass
+from aot.rewrite.const_fold import TINY_BYTES
+from aot.rewrite.rules import RuleTable, apply_rules, format_counts, splat
 
 
 def _is(value: Value, scalar: float) -> bool:

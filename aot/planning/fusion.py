@@ -30,7 +30,7 @@ rules, in order (each decision keeps its reason for --explain fusion):
   second would run on the slow elemental path. The exception is a packed
   conv whose result meets the kernel's packed conv in a plain sum (a ResNet
   downsample branch): both accumulate into the same registers
-  (passes/contraction_sum.py);
+  (planning/contraction_sum.py);
 - expensive nodes (dot, conv, reduce, reduce_window) fuse only where they
   are computed in one loop: a node that the kernel evaluates both inside a
   fused reduction's loop and outside it is computed twice, which is fine for
@@ -56,10 +56,10 @@ from typing import Literal
 from collections.abc import Callable
 
 from aot.ir.graph import Graph, Node, Value
-from aot.ir.types import DType
 from aot.ir.ops import CHECKS, CONTRACTIONS, DATA_MOVEMENT, ELEMENTWISE, MULTIPLY_ADDS, NON_ELEMENTAL, PACKED
-from aot.passes.contraction_sum import accumulation_join
+from aot.ir.types import DType
 from aot.plan import Kernel
+from aot.planning.contraction_sum import accumulation_join
 
 # Producers whose elements cost no arithmetic: recomputing them is free.
 FREE_OPS = DATA_MOVEMENT | {"iota"}

@@ -50,7 +50,7 @@ from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
 from aot.ir.ops.packed import Packing
-from aot.passes.base import Pass
+from aot.rewrite.base import Pass
 
 
 def dot_packing(lanes: int) -> Packing:

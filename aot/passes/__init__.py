@@ -1,1 +1,0 @@
-"""Optimization passes, one per module."""
