@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aot.arith import ceil_div
 from aot.ir.builder import Builder
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.types import DType
@@ -305,7 +306,7 @@ def _holds_rows(wp: np.ndarray, rows: np.ndarray) -> bool:
     """wp [NB, K, L] packs exactly `rows` [N, K] (row r at wp[r // L, :, r % L]), bit for bit."""
     blocks, k, lanes = wp.shape
     n = rows.shape[0]
-    if wp.dtype != rows.dtype or rows.shape[1] != k or blocks != -(-n // lanes) or n == 0:
+    if wp.dtype != rows.dtype or rows.shape[1] != k or blocks != ceil_div(n, lanes) or n == 0:
         return False
     bits = np.dtype(f"u{wp.dtype.itemsize}")
     head = min(n, lanes)  # the first block first: a cheap rejection of unrelated weights

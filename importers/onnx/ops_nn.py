@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aot.arith import ceil_div
 from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry
@@ -75,7 +76,7 @@ def _spatial_padding(
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         padding = []
         for size, k, s, d in zip(in_spatial, kernel, strides, dilation):
-            out = -(-size // s)
+            out = ceil_div(size, s)
             total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
             small, big = total // 2, total - total // 2
             padding.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
@@ -182,7 +183,7 @@ def _pool_geometry(ctx: Ctx, a: NodeArgs, x: Value) -> tuple[tuple[int, ...], tu
     if a.attr("ceil_mode", 0):
         for i, (size, k, s, d, (lo, hi)) in enumerate(zip(x.type.shape[2:], kernel, strides, dilation, padding)):
             span = (k - 1) * d + 1
-            out = -(-(size + lo + hi - span) // s) + 1
+            out = ceil_div(size + lo + hi - span, s) + 1
             if (out - 1) * s >= size + lo:
                 out -= 1  # the last window must start inside the input or its left padding
             extended[i] = (lo, max(hi, (out - 1) * s + span - size - lo))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aot.arith import ceil_div
 from aot.ir import DType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry, static_ints
@@ -241,7 +242,7 @@ def _split(ctx: Ctx, a: NodeArgs) -> list[Value]:
     sizes = _ints_from(ctx, a, "split", 1, 13, "split")
     if sizes is None:
         parts = a.attr("num_outputs", a.num_outputs)
-        chunk = -(-dim // parts)
+        chunk = ceil_div(dim, parts)
         sizes = [max(0, min(chunk, dim - i * chunk)) for i in range(parts)]
     if sum(sizes) != dim or any(s < 0 for s in sizes):
         raise ctx.error(f"split sizes {sizes} do not add up to dim {axis} of {x.type}")

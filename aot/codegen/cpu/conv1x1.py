@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
 from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
@@ -103,11 +104,11 @@ class Pointwise:
 
     @property
     def pixel_blocks(self) -> int:
-        return -(-self.pixels // self.block_pixels)
+        return ceil_div(self.pixels, self.block_pixels)
 
     @property
     def channel_blocks(self) -> int:
-        return -(-self.out_channels // self.mr)
+        return ceil_div(self.out_channels, self.mr)
 
     @property
     def items(self) -> int:
@@ -118,7 +119,7 @@ class Pointwise:
         n, c, h, w = conv.inputs[0].type.shape
         o = conv.out.type.shape[1]
         max_vectors = MAX_VECTORS if target.avx512 else MAX_VECTORS_WITHOUT_AVX512
-        nv = max(1, min(max_vectors, -(-(h * w) // LANES)))
+        nv = max(1, min(max_vectors, ceil_div(h * w, LANES)))
         return Pointwise(n, c, o, h, w, max(1, min(o, MAX_ROWS)), nv)
 
 
@@ -170,7 +171,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
     name = conv.out.name
     vec = vector_of(LANES)
     x_ptr = ctx.params[id(x)]
-    vectors = -(-pixels // LANES)
+    vectors = ceil_div(pixels, LANES)
     partial = pixels % LANES
     plane = b.add(b.mul(n, const_i64(s.channels * s.pixels)), p0, name=f"{name}.x0")
     channels = [b.add(o0, const_i64(r), name=f"{name}.o{r}", flags=["nuw", "nsw"]) for r in range(mr)]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
 from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
@@ -96,7 +97,7 @@ class Window:
     @property
     def blocks(self) -> int:
         """Column blocks per output row."""
-        return -(-self.out_w // LANES)
+        return ceil_div(self.out_w, LANES)
 
     @property
     def stored(self) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
 from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
@@ -182,7 +183,7 @@ class DynamicDot:
 
     @property
     def row_blocks(self) -> int:
-        return -(-self.rows // self.mr)
+        return ceil_div(self.rows, self.mr)
 
     @property
     def chunk_blocks(self) -> int:
@@ -190,7 +191,7 @@ class DynamicDot:
 
     @property
     def chunks(self) -> int:
-        return -(-self.row_blocks // self.chunk_blocks)
+        return ceil_div(self.row_blocks, self.chunk_blocks)
 
     @property
     def unit_columns(self) -> int:
@@ -198,7 +199,7 @@ class DynamicDot:
 
     @property
     def units(self) -> int:
-        return -(-self.columns // self.unit_columns)
+        return ceil_div(self.columns, self.unit_columns)
 
     @property
     def items(self) -> int:
@@ -237,7 +238,7 @@ class DynamicDot:
         # AVX-512's 32 registers hold 24 accumulators: four column blocks of 6 rows (Q@K^T), or
         # 12 rows of a narrow head's two blocks (probs@V); AVX2's 16 hold 12
         accumulators = accumulator_budget(target, LANES)
-        ncb = max(1, min(-(-columns // LANES), accumulators // max(1, min(rows, MAX_ROWS)), 4))
+        ncb = max(1, min(ceil_div(columns, LANES), accumulators // max(1, min(rows, MAX_ROWS)), 4))
         mr = max(1, min(rows, accumulators // ncb, MAX_ROWS_AVX512 if target.avx512 else MAX_ROWS))
         plan = DynamicDot(
             epilogue, lhs, rhs, tuple(lhs_v.type.shape[d] for d in attrs["lhs_batch"]), free_shape,
@@ -324,7 +325,7 @@ def _unit(ctx: KernelContext, plan: DynamicDot, at: _Item, columns: int, scratch
         source = (panel, const_i64(0), scratch[1], 1)  # (pointer, base, k stride, n stride)
     else:
         source = (rhs_ptr, b.add(at.rhs_base, at.n0), plan.rhs_k, 1)
-    blocks = -(-columns // LANES)
+    blocks = ceil_div(columns, LANES)
     first = b.mul(at.chunk, const_i64(plan.chunk_blocks), name=f"{name}.rb0")
     stop = b.add(first, const_i64(plan.chunk_blocks))
     limit = const_i64(plan.row_blocks)
@@ -340,7 +341,7 @@ def _unit(ctx: KernelContext, plan: DynamicDot, at: _Item, columns: int, scratch
 def _pack(b: ir.IRBuilder, plan: DynamicDot, rhs_ptr: ir.Value, at: _Item, columns: int, panel: ir.Value, name: str) -> None:
     """panel[k * W + c] = rhs[k, n0 + c] for c < columns, 0 up to the unit's last whole vector."""
     width = plan.unit_columns
-    padded = -(-columns // LANES) * LANES
+    padded = ceil_div(columns, LANES) * LANES
     with for_range(b, 0, plan.depth, f"{name}.pk") as k:
         row = b.add(at.rhs_base, b.mul(k, const_i64(plan.rhs_k)))
         dest = b.mul(k, const_i64(width), flags=["nuw", "nsw"])

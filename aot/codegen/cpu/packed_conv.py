@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.body import KernelContext, matched_body
 from aot.codegen.cpu.epilogue import Epilogue, packed_epilogue, store_epilogue
 from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
@@ -101,8 +102,8 @@ class ConvGeometry:
         lanes = wp.type.shape[-1]
         oh, ow = out_spatial
         kh, kw = kernel
-        runs = max(1, -(-ow // (PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS)))
-        pixels = -(-ow // runs)
+        runs = max(1, ceil_div(ow, PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS))
+        pixels = ceil_div(ow, runs)
         return ConvGeometry(
             n, c, h, w, blocks, cg, kh, kw, lanes, attrs["channels"], oh, ow, attrs["groups"],
             strides, dilation, pad_low, pixels, runs, per_item,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.body import KernelContext, matched_body
 from aot.codegen.cpu.epilogue import Epilogue, packed_epilogue, store_epilogue
 from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
@@ -63,11 +64,11 @@ class DotTiling:
 
     @property
     def row_blocks(self) -> int:
-        return -(-self.rows // self.mr)
+        return ceil_div(self.rows, self.mr)
 
     @property
     def units(self) -> int:
-        return -(-self.blocks // self.ncb)
+        return ceil_div(self.blocks, self.ncb)
 
     @property
     def items(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.cpu.elemental import register_type
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range, linearize
@@ -115,7 +116,7 @@ def _slot(b: ir.IRBuilder, array: ir.Value, i: ir.Value) -> ir.Value:
 def _merge_pass(b: ir.IRBuilder, src_keys: ir.Value, src_pos: ir.Value, dst_keys: ir.Value, dst_pos: ir.Value,
                 n: int, width: int, dtype: DType, descending: bool, name: str) -> None:
     """Merge each pair of sorted runs [lo, lo+width), [lo+width, lo+2 width) from src into dst."""
-    runs = (n + 2 * width - 1) // (2 * width)
+    runs = ceil_div(n, 2 * width)
     with for_range(b, 0, runs, f"{name}.run") as run:
         lo = b.mul(run, const_i64(2 * width))
         mid = _min(b, b.add(lo, const_i64(width)), n)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from aot.arith import ceil_div
 from aot.errors import IRError
 from aot.ir.types import TensorType
 from aot.ir.ops.registry import get_op, register
@@ -61,7 +62,7 @@ class Packing:
         return {"lanes": self.lanes, "reversed": self.reversed}
 
     def blocks(self, features: int) -> int:
-        return -(-features // self.lanes)
+        return ceil_div(features, self.lanes)
 
     def pack(self, w: np.ndarray) -> np.ndarray:
         """[F, *R] -> [ceil(F/L), *R, L], zero past F."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from aot.arith import ceil_div
 from aot.errors import IRError
 from aot.ir.types import DType, TensorType
 from aot.ir.ops.registry import register
@@ -89,7 +90,7 @@ def _slice_infer(ins: Sequence[TensorType], attrs: dict[str, Any]) -> TensorType
     for dim, (s, e, st) in enumerate(zip(start, limit, stride)):
         if st < 1 or not 0 <= s <= e <= x.shape[dim]:
             raise IRError(f"slice of {x}: dim {dim} has start {s}, limit {e}, stride {st}")
-        shape.append((e - s + st - 1) // st)
+        shape.append(ceil_div(e - s, st))
     return TensorType(x.dtype, tuple(shape))
 
 
