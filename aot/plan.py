@@ -73,6 +73,3 @@ class ExecutionPlan:
     weights: bytes = b""
     notes: dict[str, object] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)  # in graph order; the first failing one is reported
-
-    def slice_of(self, value: Value) -> Slice:
-        return self.slices[value.name]
