@@ -18,8 +18,6 @@ def _section_suffix(name: str) -> str:
         return _EXTRACT_SUFFIX[name]
     if name.startswith("cpu."):
         return ".so"
-    if name.startswith("ptx."):
-        return ".ptx"
     return ".bin"
 
 
@@ -33,7 +31,7 @@ def describe(path: str | Path) -> dict[str, Any]:
         {"name": s.name, "codec": s.codec, "stored_bytes": s.stored_size, "raw_bytes": s.raw_size}
         for s in artifact.table
     ]
-    code_bytes = {s.name: s.raw_size for s in artifact.table if s.name.startswith(("cpu.", "ptx."))}
+    code_bytes = {s.name: s.raw_size for s in artifact.table if s.name.startswith("cpu.")}
     arena = manifest.get("arena", {})
     return {
         "file": str(path),

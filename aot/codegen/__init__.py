@@ -1,1 +1,1 @@
-"""Code generation backends: cpu (LLVM -> shared object), gpu (NVPTX)."""
+"""Code generation back ends: cpu (LLVM -> shared object)."""
