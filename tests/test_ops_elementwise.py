@@ -1,5 +1,5 @@
 """Shape rules and numpy references of rem, shifts, bitwise ops and counts, expm1/log1p/tan,
-is_finite and atan2 (aot/ops/elementwise.py), at their edge values."""
+is_finite and atan2 (aot/ir/ops/elementwise.py), at their edge values."""
 from __future__ import annotations
 
 import numpy as np

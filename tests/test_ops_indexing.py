@@ -1,4 +1,4 @@
-"""Shape rules and numpy references of gather, scatter and reverse (aot/ops/indexing.py)."""
+"""Shape rules and numpy references of gather, scatter and reverse (aot/ir/ops/indexing.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Shape rule and numpy reference of conv with lhs_dilation (aot/ops/linalg.py): the transposed conv."""
+"""Shape rule and numpy reference of conv with lhs_dilation (aot/ir/ops/linalg.py): the transposed conv."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Shape rule and numpy reference of reduce_window with base and window dilations (aot/ops/reduction.py)."""
+"""Shape rule and numpy reference of reduce_window with base and window dilations (aot/ir/ops/reduction.py)."""
 from __future__ import annotations
 
 import numpy as np

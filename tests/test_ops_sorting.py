@@ -1,4 +1,4 @@
-"""Shape rules and numpy references of sort and argsort (aot/ops/sorting.py)."""
+"""Shape rules and numpy references of sort and argsort (aot/ir/ops/sorting.py)."""
 from __future__ import annotations
 
 import numpy as np
