@@ -10,15 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_codegen_packed import compile_and_run
-from test_fusion import LAYER_NORM
-from targets_util import cpus_to_check
-
 from aot.codegen.cpu import row_cache
 from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
 from aot.planning.fusion import fuse
-from passes_util import ir
+from bodies_util import compile_and_run
+from passes_util import LAYER_NORM, ir
+from targets_util import cpus_to_check
 
 SOFTMAX = """
     graph @g(%x: f32[{rows},{cols}]) {{
