@@ -1,6 +1,6 @@
 """What every test module shares: the helper modules on sys.path, and the `rng` fixture.
 
-Helpers live in small modules beside the tests (codegen_util, onnx_util,
+Helpers live in small modules beside the tests (bodies_util, codegen_util, onnx_util,
 ops_util, passes_util, targets_util), imported by name; a test module is
 never imported by another.
 """

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+pytestmark = pytest.mark.slow  # torch exports and whole-model compiles
 
 import make_benchmarks  # noqa: E402
 

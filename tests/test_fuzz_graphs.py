@@ -25,6 +25,7 @@ CPUS = ["native", *(t.cpu for t in runnable_code_paths(CpuTarget.host())[1:])]
 SHORT_RUN = 90  # graphs: about 30 s on one core
 
 
+@pytest.mark.slow
 def test_seeded_short_run_matches_onnxruntime():
     failures = []
     for seed in range(SHORT_RUN):

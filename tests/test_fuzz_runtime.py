@@ -82,6 +82,7 @@ def test_seeds_reach_the_container_manifest_weights_and_run(fuzzer, corpus, tmp_
     assert len(model_c) >= 10, model_c  # the manifest's fields, weights and code, not just the entry point
 
 
+@pytest.mark.slow
 def test_sixty_seconds_of_fuzzing_find_no_crash(fuzzer, corpus, tmp_path):
     work = tmp_path / "corpus"
     work.mkdir()

@@ -17,7 +17,9 @@ import hostile_artifacts  # noqa: E402
 from hostile_cases import FAMILIES, generate  # noqa: E402
 from seed_artifacts import compile_seeds  # noqa: E402
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the hostile cases name x86_64 code")
+# slow: compiling the seed artifacts and generating every family takes about 30 s
+pytestmark = [pytest.mark.skipif(platform.machine() != "x86_64", reason="the hostile cases name x86_64 code"),
+              pytest.mark.slow]
 PER_FAMILY = 6
 
 

@@ -84,6 +84,7 @@ def _light_feeds_and_stored_output(path: Path, session) -> tuple[dict[str, np.nd
     return {info.name: x}, stored
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_onnx_light_model_topologies(name):
     """The real-topology models shipped with onnx import completely, keep their own input and output names
@@ -101,6 +102,7 @@ def test_onnx_light_model_topologies(name):
     np.testing.assert_allclose(ours, stored, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_onnx_light_model_compiled_runs_by_its_own_names():
     """zfnet512 (the quickest to compile of the three whose names hold '/') through the artifact and the C runtime."""
     import aot

@@ -35,6 +35,7 @@ def node_results(cases) -> list[onnx_suite.Result]:
     return onnx_suite.run_all(random.Random(SEED).sample(node, SAMPLE_SIZE), jobs=2, with_ort=False, timeout_s=120)
 
 
+@pytest.mark.slow
 def test_node_sample_agrees_with_expected_failures(node_results) -> None:
     problems = onnx_suite.unexpected(node_results)
     assert not problems, "\n".join(problems)
@@ -49,13 +50,14 @@ def test_every_listed_expected_failure_still_fails(cases) -> None:
     assert not problems, "benchmarks/expected_failures.py is stale:\n" + "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_node_sample_mostly_passes(node_results) -> None:
     passed = sum(r.status == "passed" for r in node_results)
     # a regression floor: the whole suite passes 1,274 of 1,884 (68%) today
     assert passed >= 0.6 * len(node_results), f"only {passed} of {len(node_results)} sampled node cases pass"
 
 
-@pytest.mark.parametrize("suite", ["light", "pytorch-operator"])
+@pytest.mark.parametrize("suite", [pytest.param("light", marks=pytest.mark.slow), "pytorch-operator"])
 def test_suite_passes_whole(suite: str, cases) -> None:
     results = onnx_suite.run_all([c for c in cases if c.suite == suite], jobs=2, with_ort=False, timeout_s=300)
     problems = onnx_suite.unexpected(results)

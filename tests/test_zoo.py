@@ -19,6 +19,7 @@ pytest.importorskip("onnxscript")
 pytest.importorskip("onnxruntime")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+pytestmark = pytest.mark.slow  # transformers exports and whole-model compiles
 
 import make_zoo  # noqa: E402
 
