@@ -12,15 +12,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from test_codegen_packed import check, compile_and_run, conv2d, emitters, feeds_for
-from targets_util import cpus_to_check
-
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
 from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES
 from aot.codegen.cpu.pool import POOL_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
+from bodies_util import check, compile_and_run, conv2d, emitters, feeds_for
+from targets_util import cpus_to_check
 
 
 # -- graphs ------------------------------------------------------------------------

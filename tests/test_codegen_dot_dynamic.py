@@ -17,7 +17,7 @@ from aot.codegen.cpu.kernel import kernel_work_items
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
 from aot.pipeline import run_pipeline
-from test_codegen_packed import HOST, check, emitters, feeds_for
+from bodies_util import HOST, check, emitters, feeds_for
 
 F32 = DType.F32
 

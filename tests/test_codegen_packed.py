@@ -9,8 +9,6 @@ path fails.
 from __future__ import annotations
 
 import ctypes
-import os
-import tempfile
 from collections.abc import Callable
 
 import numpy as np
@@ -20,7 +18,6 @@ from llvmlite import ir
 
 from aot.codegen.cpu import CpuTarget, emit_cpu, optimize
 from aot.codegen.cpu.bodies import body_emitter
-from aot.codegen.cpu.body import BodyEmitter
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.loops import const_i64
 from aot.codegen.cpu.math import F32
@@ -32,121 +29,9 @@ from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
 from aot.ir.ops import Packing
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
-from aot.plan import ExecutionPlan
+from bodies_util import (HOST, TOL, aligned, bias_relu, check, compile_and_run, conv2d, dense, emitters, feeds_for,
+                         load_shared, seeded_constant)
 from targets_util import cpus_to_check, host_runs
-
-HOST = CpuTarget.host()
-TOL = dict(rtol=2e-5, atol=2e-5)
-
-
-def _aligned(nbytes: int) -> np.ndarray:
-    raw = np.zeros(nbytes + 128, np.uint8)
-    start = (-raw.ctypes.data) % 64
-    return raw[start:start + nbytes + 64]
-
-
-def _load_shared(shared_object: bytes) -> ctypes.CDLL:
-    fd, path = tempfile.mkstemp(suffix=".so")
-    with os.fdopen(fd, "wb") as f:
-        f.write(shared_object)
-    lib = ctypes.CDLL(path)
-    os.unlink(path)
-    return lib
-
-
-def compile_and_run(graph: Graph, feeds: dict[str, np.ndarray], pieces: int = 1,
-                    target: CpuTarget = HOST) -> tuple[list[np.ndarray], ExecutionPlan]:
-    # packed for the target's vector width, as aot.compile does
-    plan = run_pipeline(graph, PipelineOptions(passes=default_passes(target.vector_lanes)))
-    code = emit_cpu(plan, target)
-    lib = _load_shared(code.shared_object)
-    ins = [np.ascontiguousarray(feeds[v.name], dtype=np.float32) for v in graph.inputs]
-    outs = [np.full(v.type.shape, np.nan, np.float32) for v in graph.outputs]
-    arena = _aligned(plan.arena_bytes)
-    weights = _aligned(len(plan.weights))
-    weights[:len(plan.weights)] = np.frombuffer(plan.weights, np.uint8)
-    args = ((ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins]),
-            (ctypes.c_void_p * len(outs))(*[a.ctypes.data for a in outs]),
-            ctypes.c_void_p(arena.ctypes.data), ctypes.c_void_p(weights.ctypes.data))
-    for symbol, items in code.kernels:
-        cuts = sorted({0, items, *(items * k // pieces for k in range(1, pieces))})
-        for begin, end in reversed(list(zip(cuts, cuts[1:]))):
-            getattr(lib, symbol)(*args, ctypes.c_int64(begin), ctypes.c_int64(end))
-    return outs, plan
-
-
-def emitters(plan: ExecutionPlan) -> list[BodyEmitter | None]:
-    return [body_emitter(k, HOST) for k in plan.kernels]
-
-
-def check(make: Callable[[], Graph], feeds: dict[str, np.ndarray], pieces: int = 1,
-          target: CpuTarget = HOST) -> ExecutionPlan:
-    expected = interpret(make(), feeds)
-    got, plan = compile_and_run(make(), feeds, pieces, target)
-    for e, g in zip(expected, got):
-        np.testing.assert_allclose(g, e, **TOL)
-    return plan
-
-
-# -- graphs ------------------------------------------------------------------------
-def _const(b: Builder, shape: tuple[int, ...], seed: int) -> Value:
-    return b.constant(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
-
-
-def _bias_relu(b: Builder, y: Value, axis: int, seed: int) -> Value:
-    shape = y.type.shape
-    bias = b.op("broadcast", [_const(b, (shape[axis],), seed)], dims=(axis,), shape=shape)
-    zero = b.op("broadcast", [b.constant(np.float32(0))], dims=(), shape=shape)
-    return b.op("max", [b.op("add", [y, bias]), zero])
-
-
-def dense(m: int, k: int, n: int, epilogue: str = "bias_relu", lhs_shape: tuple[int, ...] | None = None,
-          contract: int = -1) -> Callable[[], Graph]:
-    def make() -> Graph:
-        g = Graph()
-        shape = lhs_shape or (m, k)
-        x = g.add_input("x", TensorType(DType.F32, shape))
-        b = Builder(g)
-        w = _const(b, (k, n), 1)
-        lc = contract % len(shape)
-        y = b.op("dot", [x, w], lhs_batch=(), rhs_batch=(), lhs_contract=(lc,), rhs_contract=(0,))
-        if epilogue == "bias_relu":
-            y = _bias_relu(b, y, y.type.rank - 1, 2)
-        elif epilogue == "residual_tanh":
-            r = g.add_input("r", y.type)
-            y = b.op("tanh", [b.op("add", [y, r])])
-        elif epilogue == "two_consumers":  # the dot becomes a kernel root of its own
-            g.add_output(b.op("exp", [b.op("neg", [y])]), "z")
-            y = b.op("mul", [y, y])
-        g.add_output(y, "y")
-        return g
-    return make
-
-
-def conv2d(x_shape: tuple[int, ...], o: int, kernel: tuple[int, int], epilogue: str = "bias_relu", groups: int = 1,
-           strides: tuple[int, int] = (1, 1), padding=((0, 0), (0, 0)), dilation: tuple[int, int] = (1, 1)) -> Callable[[], Graph]:
-    def make() -> Graph:
-        g = Graph()
-        x = g.add_input("x", TensorType(DType.F32, x_shape))
-        b = Builder(g)
-        w = _const(b, (o, x_shape[1] // groups) + kernel, 3)
-        y = b.op("conv", [x, w], strides=strides, padding=padding, dilation=dilation, groups=groups)
-        if epilogue == "bias_relu":
-            y = _bias_relu(b, y, 1, 4)
-        elif epilogue == "residual_tanh":
-            r = g.add_input("r", y.type)
-            y = b.op("tanh", [b.op("add", [y, r])])
-        elif epilogue == "two_consumers":
-            g.add_output(b.op("exp", [b.op("neg", [y])]), "z")
-            y = b.op("mul", [y, y])
-        g.add_output(y, "y")
-        return g
-    return make
-
-
-def feeds_for(make: Callable[[], Graph], seed: int = 9) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {v.name: rng.standard_normal(v.type.shape) for v in make().inputs}
 
 
 # -- dot ---------------------------------------------------------------------------
@@ -222,14 +107,14 @@ def residual_block(x_shape: tuple[int, ...], o: int, stride: int, down_kernel: i
         b = Builder(g)
         c = x_shape[1]
         pad = ((1, 1), (1, 1))
-        h = b.op("conv", [x, _const(b, (o, c, 3, 3), 5)], strides=(stride, stride), padding=pad, dilation=(1, 1), groups=1)
-        h = _bias_relu(b, h, 1, 6)
-        main = b.op("conv", [h, _const(b, (o, o, 3, 3), 7)], strides=(1, 1), padding=pad, dilation=(1, 1), groups=1)
-        main = b.op("add", [main, b.op("broadcast", [_const(b, (o,), 8)], dims=(1,), shape=main.type.shape)])
+        h = b.op("conv", [x, seeded_constant(b, (o, c, 3, 3), 5)], strides=(stride, stride), padding=pad, dilation=(1, 1), groups=1)
+        h = bias_relu(b, h, 1, 6)
+        main = b.op("conv", [h, seeded_constant(b, (o, o, 3, 3), 7)], strides=(1, 1), padding=pad, dilation=(1, 1), groups=1)
+        main = b.op("add", [main, b.op("broadcast", [seeded_constant(b, (o,), 8)], dims=(1,), shape=main.type.shape)])
         dp = ((down_padding, down_padding),) * 2
-        down = b.op("conv", [x, _const(b, (o, c, down_kernel, down_kernel), 9)], strides=(stride, stride), padding=dp,
+        down = b.op("conv", [x, seeded_constant(b, (o, c, down_kernel, down_kernel), 9)], strides=(stride, stride), padding=dp,
                     dilation=(1, 1), groups=1)
-        down = b.op("add", [down, b.op("broadcast", [_const(b, (o,), 10)], dims=(1,), shape=down.type.shape)])
+        down = b.op("add", [down, b.op("broadcast", [seeded_constant(b, (o,), 10)], dims=(1,), shape=down.type.shape)])
         if relu_before_join:
             zero = b.op("broadcast", [b.constant(np.float32(0))], dims=(), shape=down.type.shape)
             down = b.op("max", [down, zero])
@@ -305,7 +190,7 @@ def test_masked_load_reads_only_its_lanes_on_every_instruction_set(target):
     # issue 9: LLVM's own split of a 16-lane masked load for AVX2 read the lanes of an all-false half
     lanes = 16
     machine = target.target_machine()
-    lib = _load_shared(link_shared(machine.emit_object(optimize(_masked_load_module(target, lanes), machine)), target))
+    lib = load_shared(link_shared(machine.emit_object(optimize(_masked_load_module(target, lanes), machine)), target))
     src = np.arange(1, lanes + 1, dtype=np.float32)
     for k in range(lanes + 1):
         for take in (0, 1):
@@ -370,7 +255,7 @@ def test_a_plain_dot_whose_weight_is_shaped_like_a_packed_one_is_not_taken_for_o
         g = Graph()
         x = g.add_input("x", TensorType(DType.F32, (4, 8)))
         b = Builder(g)
-        y = b.op("dot", [x, _const(b, (2, 8, 16), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(1,))
+        y = b.op("dot", [x, seeded_constant(b, (2, 8, 16), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,), rhs_contract=(1,))
         g.add_output(b.op("reshape", [y], shape=(4, 32)), "y")
         return g
     plan = check(make, feeds_for(make))
@@ -393,7 +278,7 @@ def _reshaped(make_contraction: Callable[[Builder, Value], Value], x_shape: tupl
 
 def test_a_reshape_after_a_packed_dot_leaves_it_on_its_body_with_its_own_type():
     def dot(b: Builder, x: Value) -> Value:
-        return b.op("dot", [x, _const(b, (24, 32), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,),
+        return b.op("dot", [x, seeded_constant(b, (24, 32), 1)], lhs_batch=(), rhs_batch=(), lhs_contract=(1,),
                     rhs_contract=(0,))
     make = _reshaped(dot, (6, 24), (6, 2, 16))
     plan = check(make, feeds_for(make), pieces=2)
@@ -404,7 +289,7 @@ def test_a_reshape_after_a_packed_dot_leaves_it_on_its_body_with_its_own_type():
 
 def test_a_flatten_after_a_packed_conv_leaves_it_on_its_body_with_its_own_type():
     def conv(b: Builder, x: Value) -> Value:
-        return b.op("conv", [x, _const(b, (16, 3, 3, 3), 3)], strides=(1, 1), padding=((1, 1), (1, 1)),
+        return b.op("conv", [x, seeded_constant(b, (16, 3, 3, 3), 3)], strides=(1, 1), padding=((1, 1), (1, 1)),
                     dilation=(1, 1), groups=1)
     make = _reshaped(conv, (1, 3, 6, 6), (1, 16 * 36))
     plan = check(make, feeds_for(make), pieces=2)
@@ -453,10 +338,10 @@ def _run_any_dtype(make: Callable[[], Graph], feeds: dict[str, np.ndarray]) -> n
     """The one output of `make()` compiled for the host, inputs in the graph's own dtypes."""
     graph = make()
     plan = run_pipeline(graph, PipelineOptions(passes=default_passes(HOST.vector_lanes)))
-    lib = _load_shared(emit_cpu(plan, HOST).shared_object)
+    lib = load_shared(emit_cpu(plan, HOST).shared_object)
     ins = [np.ascontiguousarray(feeds[v.name], dtype=v.type.dtype.to_numpy()) for v in graph.inputs]
     (out,) = [np.zeros(v.type.shape, v.type.dtype.to_numpy()) for v in graph.outputs]
-    arena, weights = _aligned(plan.arena_bytes), _aligned(len(plan.weights))
+    arena, weights = aligned(plan.arena_bytes), aligned(len(plan.weights))
     weights[:len(plan.weights)] = np.frombuffer(plan.weights, np.uint8)
     lib.aot_model_entry((ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins]),
                         (ctypes.c_void_p * 1)(out.ctypes.data), ctypes.c_void_p(arena.ctypes.data),

@@ -5,7 +5,7 @@ import pytest
 
 from aot.ir.parser import parse_graph
 from aot.planning.fusion import explain, fuse
-from passes_util import ir
+from passes_util import LAYER_NORM, ir
 
 
 def kernels_of(text: str) -> list[tuple[str, list[str], list[str]]]:
@@ -121,24 +121,6 @@ def test_does_not_fuse_graph_outputs():
           return %e as "e", %n as "n"
         }"""
     assert kernels_of(text) == [("e", ["e"], ["x"]), ("n", ["n"], ["e"])]
-
-
-LAYER_NORM = """
-    graph @g(%x: f32[3,8], %w: f32[8,8]) {
-      %h = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[3,8]
-      %n = constant() {value = dense<8.0>} : f32[]
-      %nb = broadcast(%n) {dims = [], shape = [3]} : f32[3]
-      %s = reduce(%h) {axes = [1], kind = "sum"} : f32[3]
-      %mean = div(%s, %nb) : f32[3]
-      %mb = broadcast(%mean) {dims = [0], shape = [3, 8]} : f32[3,8]
-      %c = sub(%h, %mb) : f32[3,8]
-      %sq = mul(%c, %c) : f32[3,8]
-      %v = reduce(%sq) {axes = [1], kind = "sum"} : f32[3]
-      %r = rsqrt(%v) : f32[3]
-      %rb = broadcast(%r) {dims = [0], shape = [3, 8]} : f32[3,8]
-      %y = mul(%c, %rb) : f32[3,8]
-      return %y as "y"
-    }"""
 
 
 def test_layer_norm_is_one_kernel_and_dot_stays_a_root():
