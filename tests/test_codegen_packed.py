@@ -234,15 +234,20 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
     assert match is not None and _stores_plainly(kernel, match.epilogue)
 
 
-@pytest.mark.parametrize("k,n,streams", [(64, 4200, True), (64, 500, False)])
-def test_a_weight_too_big_to_stay_in_cache_is_prefetched_a_unit_ahead(k, n, streams):
+@pytest.mark.parametrize("k,n,model_limit,streams", [
+    (64, 4200, 1 << 19, True),  # a weight over L2 in a model whose weights overflow L3: from DRAM
+    (64, 4200, 16 << 20, False),  # the same weight in a model that stays in L3 between calls
+    (64, 500, 0, False),  # a weight that stays in L2
+])
+def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(k, n, model_limit, streams, monkeypatch):
     # the last unit prefetches past the weight's end: harmless, and the results stay right
-    from aot.codegen.cpu.packed_dot import PREFETCH_MIN_WEIGHT_BYTES
+    from aot.codegen.cpu import packed_dot
 
-    assert (k * n * 4 > PREFETCH_MIN_WEIGHT_BYTES) == streams
+    monkeypatch.setattr(packed_dot, "PREFETCH_MIN_MODEL_WEIGHT_BYTES", model_limit)
     make = dense(13, k, n, "none")
     plan = check(make, feeds_for(make), pieces=3)
     assert emitters(plan) == [DOT_EMITTER]
+    assert (k * n * 4 > packed_dot.PREFETCH_MIN_WEIGHT_BYTES and len(plan.weights) > model_limit) == streams
     llvm_ir = emit_cpu(plan, HOST).llvm_ir
     assert ("llvm.prefetch" in llvm_ir) == streams
 

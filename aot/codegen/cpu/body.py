@@ -20,7 +20,8 @@ from aot.plan import Kernel
 @dataclass
 class KernelContext:
     """What a kernel body emitter gets: the function, a builder in its body block,
-    typed pointers to every param and to the root's output, and the elemental emitter."""
+    typed pointers to every param and to the root's output, the elemental emitter,
+    and the byte size of all the model's weights (whether they can stay cached)."""
 
     fn: ir.Function
     builder: ir.IRBuilder
@@ -29,6 +30,7 @@ class KernelContext:
     out_ptr: ir.Value
     elemental: ElementalEmitter
     target: CpuTarget
+    model_weight_bytes: int
 
     @property
     def begin(self) -> ir.Value:

@@ -104,7 +104,7 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
 
     custom = body_emitter(kernel, target)
     if custom is not None:
-        custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target))
+        custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target, len(plan.weights)))
         builder.ret_void()
         setup.branch(body)
         return fn

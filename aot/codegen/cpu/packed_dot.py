@@ -37,11 +37,16 @@ from aot.ir.types import DType
 from aot.ir.ops import Packing
 from aot.plan import Kernel
 
-# A packed weight larger than this is read from memory on every call (it does not
-# stay in L2 between calls), so the tile prefetches the next unit's panels into L2
-# while it computes: an LM head's 26 MB weight streams behind the FMAs instead of
-# stalling them (GPT-2's head at 32 rows: 4.8 -> 4.2 ms on Zen 4; 8 rows 1.75 -> 1.0).
+# A weight that comes from DRAM on every call is prefetched a unit ahead into L2
+# while the tile computes: an LM head's 26 MB weight then streams behind the FMAs
+# instead of stalling them (GPT-2's head on Zen 4: 32 rows 4.8 -> 4.2 ms, 8 rows
+# 1.75 -> 1.0, 1 row 1.14x faster). A weight comes from DRAM when it is larger than
+# L2 and the model's weights together are larger than a share of L3 (on Zen 4 the
+# L3 slice is 32 MiB). Where the weights stay in L3 between calls, the hardware
+# prefetcher keeps up and the extra instructions cost: the 7 MB sample MLP, one row,
+# ran 1.19x slower with them.
 PREFETCH_MIN_WEIGHT_BYTES = 1 << 20
+PREFETCH_MIN_MODEL_WEIGHT_BYTES = 16 << 20
 # llvm.prefetch locality 2: prefetcht1 on x86, into L2 (L1, locality 3, was slower:
 # the prefetched panels push out the panels being used)
 PREFETCH_LOCALITY = 2
@@ -137,7 +142,8 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
     for row in slots:
         for slot in row:
             b.store(ir.Constant(vec, [0.0] * t.lanes), slot)
-    streams = wp.type.size * wp.type.dtype.itemsize > PREFETCH_MIN_WEIGHT_BYTES
+    streams = (wp.type.size * wp.type.dtype.itemsize > PREFETCH_MIN_WEIGHT_BYTES
+               and ctx.model_weight_bytes > PREFETCH_MIN_MODEL_WEIGHT_BYTES)
     with for_range(b, 0, t.depth, f"{name}.k") as k:
         e.push_scope()
         k_offset = b.mul(k, const_i64(t.lanes), flags=["nuw", "nsw"])
