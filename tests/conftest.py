@@ -1,16 +1,11 @@
-"""What every test module shares: the helper modules on sys.path, and the `rng` fixture.
+"""What every test module shares: the `rng` fixture.
 
-Helpers live in small modules beside the tests (bodies_util, codegen_util, onnx_util,
-ops_util, passes_util, targets_util), imported by name; a test module is
-never imported by another.
+Helpers live in small modules in tests/ (bodies_util, codegen_util, onnx_util, ops_util,
+passes_util, paths_util, targets_util), on the path through pyproject's `pythonpath` and
+imported by name; a test module is never imported by another.
 """
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ directory, once per session.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 pytestmark = pytest.mark.slow  # torch exports and whole-model compiles
 
 import make_benchmarks  # noqa: E402

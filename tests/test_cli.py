@@ -1,7 +1,5 @@
 """The command line: aot-compile, aot inspect, aot run."""
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,10 +7,7 @@ from click.testing import CliRunner
 
 from aot.artifact import FORMAT_VERSION
 from aot.cli import compile_main, main, parse_shape_option
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "models"))
-import make_samples  # noqa: E402
+import make_samples
 
 
 @pytest.fixture(scope="module")

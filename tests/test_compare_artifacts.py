@@ -1,16 +1,10 @@
 """benchmarks/compare_artifacts.py: two builds of one model, interleaved."""
-import sys
-from pathlib import Path
 
 import pytest
 
 import aot
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "models"))
-import compare_artifacts  # noqa: E402
-import make_samples  # noqa: E402
+import compare_artifacts
+import make_samples
 
 
 @pytest.fixture(scope="module")

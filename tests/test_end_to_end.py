@@ -1,6 +1,5 @@
 """ONNX model -> aot-compile -> artifact -> C runtime, checked against onnxruntime and the interpreter."""
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +11,9 @@ import aot
 from aot.driver import import_model
 from aot.errors import ArtifactError, ModelError, RunError, UnsupportedError
 from aot.interpreter import interpret
+import make_samples
+from paths_util import ROOT
 from targets_util import host_runs
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "models"))
-import make_samples  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
 

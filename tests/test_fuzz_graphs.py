@@ -3,8 +3,6 @@ the generator's and shrinker's own contracts. The long run is benchmarks/fuzz_gr
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,7 +15,6 @@ from aot.fuzz.generate import FuzzCase, case_for, random_model
 from aot.fuzz.shrink import load_regression, save_regression, shrink
 
 ort = pytest.importorskip("onnxruntime")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import fuzz_graphs  # noqa: E402
 
 # the host, then each other x86 code path it runs (AVX-512, AVX2, SSE4)

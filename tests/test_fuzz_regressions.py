@@ -11,10 +11,11 @@ import pytest
 from aot.codegen.cpu import CpuTarget
 from aot.fuzz.differential import check_case
 from aot.fuzz.shrink import load_regression
+from paths_util import TEST_DATA
 
 pytest.importorskip("onnxruntime")
 
-FOUND = sorted((Path(__file__).parent / "data" / "fuzz").glob("*.onnx"))
+FOUND = sorted((TEST_DATA / "fuzz").glob("*.onnx"))
 ISOLATED_SECONDS = 120  # these compile in well under a second; a hang never ends
 
 

@@ -11,14 +11,12 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import fuzz_seeds  # noqa: E402
+import fuzz_seeds
+from paths_util import ROOT
 
 CLANG = shutil.which("clang")
 FUZZ_SECONDS = 60

@@ -5,17 +5,13 @@ no crash, hang or run over memory. The full run is the benchmark program itself.
 from __future__ import annotations
 
 import platform
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import hostile_artifacts  # noqa: E402
-from hostile_cases import FAMILIES, generate  # noqa: E402
-from seed_artifacts import compile_seeds  # noqa: E402
+import hostile_artifacts
+from hostile_cases import FAMILIES, generate
+from seed_artifacts import compile_seeds
 
 # slow: compiling the seed artifacts and generating every family takes about 30 s
 pytestmark = [pytest.mark.skipif(platform.machine() != "x86_64", reason="the hostile cases name x86_64 code"),

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths_util import ROOT
+
 PACKAGES = {"aot": ROOT / "aot", "aot.importers": ROOT / "importers"}
 PATHS = {f"{prefix}/{p.relative_to(folder)}": p for prefix, folder in PACKAGES.items() for p in sorted(folder.rglob("*.py"))}
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-IMPORTERS = Path(__file__).resolve().parents[1] / "importers"
+from paths_util import ROOT
+
+IMPORTERS = ROOT / "importers"
 PATHS = sorted(IMPORTERS.rglob("*.py"))
 
 

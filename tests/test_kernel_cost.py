@@ -1,6 +1,5 @@
 """aot/kernel_cost.py: the per-kernel estimate the runtime splits kernels by (manifest cost_ns)."""
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,13 +7,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import aot
 from aot.kernel_cost import _conv_macs, _taps, cost_terms, kernel_cost_ns
-
-ROOT = Path(__file__).resolve().parent.parent
+from paths_util import RUNTIME_C
 
 
 def min_split_cost_ns() -> int:
     """The least cost_ns the C runtime splits: two chunks of AOT__MIN_CHUNK_NS."""
-    text = (ROOT / "runtime_c" / "src" / "internal.h").read_text()
+    text = (RUNTIME_C / "src" / "internal.h").read_text()
     return 2 * int(re.search(r"#define AOT__MIN_CHUNK_NS (\d+)", text).group(1))
 
 

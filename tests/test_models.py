@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +9,7 @@ import pytest
 
 from aot.importers.onnx import import_onnx
 from aot.interpreter import interpret
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "models"))
-import make_samples as samples  # noqa: E402
+import make_samples as samples
 
 ort = pytest.importorskip("onnxruntime")
 

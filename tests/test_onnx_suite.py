@@ -9,13 +9,10 @@ the pytorch-operator cases run whole.
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("onnxruntime")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import expected_failures  # noqa: E402
 import onnx_suite  # noqa: E402

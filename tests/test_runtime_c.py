@@ -21,8 +21,7 @@ from aot.artifact import FORMAT_VERSION, pack_artifact, read_artifact
 from aot.errors import ArtifactError, RunError
 from aot.runtime.library import build_runtime
 from aot.runtime.session import Session
-
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime_c"
+from paths_util import RUNTIME_C as RUNTIME_DIR
 CC = shutil.which(os.environ.get("CC", "cc"))
 ARCH = platform.machine()
 

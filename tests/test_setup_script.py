@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths_util import ROOT
+
 
 # Each stub appends "NAME ARGS" to $STUB_LOG.
 APT_GET = """#!/bin/bash

@@ -4,7 +4,6 @@ against their one source in Python: the dtypes (aot.ir.types.DType), the format 
 limits both readers enforce. The C sources and the spec are parsed as text, so a row added
 on one side only fails here."""
 import re
-from pathlib import Path
 
 import pytest
 from onnx import TensorProto
@@ -13,8 +12,8 @@ from aot import artifact, manifest_check
 from aot.importers.onnx.loader import ONNX_DTYPES
 from aot.ir.types import DType
 from aot.runtime import abi
+from paths_util import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HEADER = (ROOT / "runtime_c/include/aot_runtime.h").read_text()
 STATUS_C = (ROOT / "runtime_c/src/status.c").read_text()
 FORMAT_MD = (ROOT / "packaging/FORMAT.md").read_text()

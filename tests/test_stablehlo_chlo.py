@@ -22,8 +22,9 @@ from aot.driver import import_model
 from aot.errors import ModelError, UnsupportedError
 from aot.importers.stablehlo import import_text
 from aot.interpreter import interpret
+from paths_util import TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "stablehlo" / "chlo"
+DATA = TEST_DATA / "stablehlo" / "chlo"
 
 # case -> (ulps, absolute) per output. Set about twice the worst seen over ~400 seeded inputs
 # per function (the fixtures hold fewer): f32 erfc 4, gelu 1, erf_inv 2, lgamma/digamma 4 away

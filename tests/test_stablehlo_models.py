@@ -13,8 +13,9 @@ from aot.cli import compile_main
 from aot.driver import import_model
 from aot.errors import ModelError
 from aot.interpreter import interpret
+from paths_util import TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "stablehlo"
+DATA = TEST_DATA / "stablehlo"
 CASES = ["mlp", "cnn", "transformer", "argmax", "gather_scatter", "fori", "bf16"]
 
 

@@ -8,7 +8,6 @@ does not depend on them. benchmarks/bench_zoo.py runs the whole zoo.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ pytest.importorskip("transformers")
 pytest.importorskip("onnxscript")
 pytest.importorskip("onnxruntime")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 pytestmark = pytest.mark.slow  # transformers exports and whole-model compiles
 
 import make_zoo  # noqa: E402
