@@ -1,4 +1,4 @@
-"""packed_dot and packed_conv (aot/ops/packed.py): the Packing layout, shape rules, reference
+"""packed_dot and packed_conv (aot/ir/ops/packed.py): the Packing layout, shape rules, reference
 semantics (the dot or conv of the unpacked weight), and the IR text form."""
 from __future__ import annotations
 
