@@ -143,3 +143,26 @@ def test_does_not_expand_tiny_splat_constants():
         }"""
     changed, _ = simplify(text)
     assert not changed
+
+
+def test_square_becomes_a_multiply_with_bit_identical_results():
+    import numpy as np
+
+    from aot.interpreter import interpret
+    from aot.ir.parser import parse_graph
+
+    text = """
+        graph @g(%x: f32[8]) {
+          %c = constant() {value = dense<2.0>} : f32[]
+          %cb = broadcast(%c) {dims = [], shape = [8]} : f32[8]
+          %y = pow(%x, %cb) : f32[8]
+          return %y as "y"
+        }"""
+    p = Simplify()
+    changed, out = run_pass(p, text)
+    assert changed and "x^2 -> x*x: 1" in p.summary
+    assert "mul(%x, %x)" in out and "pow" not in out
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e20, -3.3e-20, -2.5], np.float32)
+    before, = interpret(parse_graph(text), {"x": x})
+    after, = interpret(parse_graph(out), {"x": x})
+    assert before.tobytes() == after.tobytes()
