@@ -17,8 +17,8 @@ def ir(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
-# a dot feeding a layer norm: fusion keeps the dot a kernel of its own (test_fusion); its root never
-# reads the reduced square, so the row cache declines it (test_codegen_row_cache)
+# a dot feeding a layer norm: fusion keeps the dot a kernel of its own (planning/test_fusion); its root never
+# reads the reduced square, so the row cache declines it (codegen/cpu/test_row_cache)
 LAYER_NORM = """
     graph @g(%x: f32[3,8], %w: f32[8,8]) {
       %h = dot(%x, %w) {lhs_batch = [], lhs_contract = [1], rhs_batch = [], rhs_contract = [0]} : f32[3,8]

@@ -1,6 +1,6 @@
 """Depthwise/narrow conv (codegen/cpu/depthwise.py) and pooling (pool.py) kernels vs the interpreter.
 
-As test_codegen_packed.py: each graph goes through the default pipeline, is
+As test_packed.py: each graph goes through the default pipeline, is
 compiled for the host and run split into pieces (last piece first), and each
 test checks which body emitter took the kernel, so a silent fallback to the
 elemental path fails; the decline tests check the fallback is still right.

@@ -17,8 +17,8 @@ from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
+from bodies_util import TOL, check, compile_and_run, conv2d, emitters, feeds_for
 from targets_util import host_runs
-from tests.test_codegen_packed import TOL, check, compile_and_run, conv2d, emitters, feeds_for
 
 
 def _relu6(b: Builder, y: Value, seed: int) -> Value:

@@ -155,7 +155,7 @@ def test_downsample_conv_with_relu_before_the_join_keeps_its_kernel():
 
 
 def test_depthwise_conv_is_not_packed():
-    # depthwise convs take codegen/cpu/depthwise.py (tests/test_codegen_depthwise_pool.py)
+    # depthwise convs take codegen/cpu/depthwise.py (test_depthwise_pool.py)
     make = conv2d((1, 8, 6, 6), 8, (3, 3), groups=8, padding=((1, 1), (1, 1)))
     plan = check(make, feeds_for(make))
     assert CONV_EMITTER not in emitters(plan)
