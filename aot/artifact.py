@@ -33,6 +33,7 @@ from typing import Any, Iterator, Mapping, Sequence, Union
 import zstandard
 
 from aot import tooling as tooling_section
+from aot.arith import align_up
 from aot.errors import ArtifactError
 from aot.manifest_check import check_manifest
 
@@ -109,10 +110,6 @@ class Artifact:
 SectionSpec = Union[tuple[str, bytes], tuple[str, bytes, str]]
 
 
-def _align_up(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
-
-
 def _check_name(name: str) -> bytes:
     if not isinstance(name, str) or not name:
         raise ArtifactError(f"section name {name!r}: must be a non-empty string")
@@ -176,7 +173,7 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: d
 
     cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
     table_end = HEADER_SIZE + ENTRY_SIZE * len(items)
-    offset = _align_up(table_end, SECTION_ALIGN)
+    offset = align_up(table_end, SECTION_ALIGN)
     entries: list[bytes] = []
     payloads: list[tuple[int, bytes]] = []
     for name, data, codec in items:
@@ -193,7 +190,7 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: d
         crc = zlib.crc32(stored) & 0xFFFFFFFF
         entries.append(_ENTRY.pack(name.encode("ascii"), codec_id, 0, offset, len(stored), len(data), crc, 0))
         payloads.append((offset, stored))
-        offset = _align_up(offset + len(stored), SECTION_ALIGN)
+        offset = align_up(offset + len(stored), SECTION_ALIGN)
     # The file ends right after the last section's bytes (no trailing pad).
     last_off, last_data = payloads[-1]
     file_size = last_off + len(last_data)

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aot.arith import align_up
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
 from aot.plan import Check, ExecutionPlan, Kernel, Slice
-from aot.planning.memory_plan import ALIGNMENT, Interval, align_up, plan_arena
+from aot.planning.memory_plan import ALIGNMENT, Interval, plan_arena
 from aot.planning.schedule import schedule
 
 
@@ -42,7 +43,7 @@ def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, i
         data = np.ascontiguousarray(array).tobytes()
         key = (array.dtype.str, hashlib.sha256(data).digest())
         if key not in by_content:
-            blob.extend(b"\0" * (align_up(len(blob)) - len(blob)))
+            blob.extend(b"\0" * (align_up(len(blob), ALIGNMENT) - len(blob)))
             by_content[key] = len(blob)
             blob.extend(data)
         offsets[name] = by_content[key]

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aot.arith import align_up
+
 ALIGNMENT = 64
-
-
-def align_up(n: int, alignment: int = ALIGNMENT) -> int:
-    return (n + alignment - 1) // alignment * alignment
 
 
 @dataclass(frozen=True)

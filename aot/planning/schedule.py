@@ -9,8 +9,9 @@ order's, so scheduling never makes memory worse.
 """
 from __future__ import annotations
 
+from aot.arith import align_up
 from aot.plan import Kernel
-from aot.planning.memory_plan import align_up
+from aot.planning.memory_plan import ALIGNMENT
 
 
 def _producers(kernels: list[Kernel]) -> list[list[int]]:
@@ -30,7 +31,7 @@ def peak_live_bytes(kernels: list[Kernel], temporaries: set[str]) -> int:
     for step, kernel in enumerate(kernels):
         name = kernel.root.name
         if name in temporaries:
-            size = align_up(kernel.root.type.nbytes)
+            size = align_up(kernel.root.type.nbytes, ALIGNMENT)
             live += size
             end = last_read.get(name, step)
             ends[end] = ends.get(end, 0) + size
@@ -57,9 +58,9 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str]) -> list[Kernel]:
 
     def gain(i: int) -> int:
         kernel = kernels[i]
-        freed = sum(align_up(p.type.nbytes) for p in _distinct(kernel.params)
+        freed = sum(align_up(p.type.nbytes, ALIGNMENT) for p in _distinct(kernel.params)
                     if p.name in temporaries and readers_left.get(p.name) == 1)
-        allocated = align_up(kernel.root.type.nbytes) if kernel.root.name in temporaries else 0
+        allocated = align_up(kernel.root.type.nbytes, ALIGNMENT) if kernel.root.name in temporaries else 0
         return freed - allocated
 
     while ready:

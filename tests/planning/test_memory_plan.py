@@ -1,19 +1,20 @@
 import itertools
 import random
 
-from aot.planning.memory_plan import ORDERS, Interval, _order, align_up, best_fit, lower_bound, plan_arena
+from aot.arith import align_up
+from aot.planning.memory_plan import ALIGNMENT, ORDERS, Interval, _order, best_fit, lower_bound, plan_arena
 
 
 def brute_force_lower_bound(intervals):
     steps = range(min(i.start for i in intervals), max(i.end for i in intervals) + 1)
-    return max(sum(align_up(i.size) for i in intervals if i.start <= s <= i.end) for s in steps)
+    return max(sum(align_up(i.size, ALIGNMENT) for i in intervals if i.start <= s <= i.end) for s in steps)
 
 
 def check_no_overlap(intervals, offsets):
     for a, b in itertools.combinations(intervals, 2):
         if a.overlaps(b):
             a0, b0 = offsets[a.name], offsets[b.name]
-            assert a0 + align_up(a.size) <= b0 or b0 + align_up(b.size) <= a0, (a, b, a0, b0)
+            assert a0 + align_up(a.size, ALIGNMENT) <= b0 or b0 + align_up(b.size, ALIGNMENT) <= a0, (a, b, a0, b0)
 
 
 def test_random_interval_sets_never_overlap_and_meet_lower_bound():
@@ -47,7 +48,7 @@ def test_empty_plan():
 
 
 def _arena(intervals, offsets):
-    return max(offsets[iv.name] + align_up(iv.size) for iv in intervals)
+    return max(offsets[iv.name] + align_up(iv.size, ALIGNMENT) for iv in intervals)
 
 
 def test_plan_is_never_worse_than_any_single_order():
