@@ -39,7 +39,7 @@ from aot.manifest_check import check_manifest
 
 MAGIC = b"AOTMODEL"
 # The artifact format's version: the header's and the manifest's format_version, and
-# AOT_FORMAT_VERSION in runtime_c/include/aot_runtime.h (tests/test_shared_tables.py).
+# AOT_FORMAT_VERSION in runtime_c/include/aot_runtime.h (tests/project/test_shared_tables.py).
 # Bumped whenever a reader of the old format would misread the new one; readers accept
 # exactly this version. 2: the tooling section, a manifest of runtime fields only.
 FORMAT_VERSION = 2

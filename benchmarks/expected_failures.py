@@ -3,7 +3,7 @@
 Keys are regular expressions matched against the whole case name. A case
 listed here may be rejected at compile time or compute wrong numbers; it may
 never crash (a crash is a bug, reported whatever this table says). The table
-cannot go stale: tests/test_onnx_suite.py runs every listed case and fails
+cannot go stale: tests/importers/onnx/test_backend_suite.py runs every listed case and fails
 when one passes, and when a key names no case.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ Each worker is a process of its own: a case that kills its process is recorded a
 "crash", one that runs past --case-timeout seconds (a compile that never ends) as
 "hang"; either is saved unshrunk and the worker restarts after it. By default the cases
 cycle over every x86 code path this machine can run (AVX-512, AVX2, SSE4).
-Saved models are replayed by tests/test_fuzz_regressions.py.
+Saved models are replayed by tests/fuzz/test_regressions.py.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 Each case is one jitted function over small arrays that reach every branch of
 the decomposition (both sides of each cut-over point, zeros, poles, +-inf,
-NaN). tests/test_stablehlo_chlo.py compiles the .mlir with aot and compares
+NaN). tests/importers/stablehlo/test_chlo.py compiles the .mlir with aot and compares
 with the stored JAX outputs; JAX is only needed to regenerate the files.
 Written with JAX 0.10 on CPU; the ops each case makes JAX write are listed.
 """

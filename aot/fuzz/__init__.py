@@ -6,6 +6,6 @@ shrunk to a minimal graph and saved as a regression model.
     differential.check_case(case)    -> Outcome (ok, mismatch, compile_error, ...)
     shrink.shrink(case, still_fails) -> the smallest case that still fails
 
-`benchmarks/fuzz_graphs.py --minutes N` runs it long; tests/test_fuzz_graphs.py
+`benchmarks/fuzz_graphs.py --minutes N` runs it long; tests/fuzz/test_fuzz_graphs.py
 runs a seeded short batch; tests/data/fuzz/ holds the shrunk regressions.
 """

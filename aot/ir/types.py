@@ -18,7 +18,7 @@ class DType(enum.Enum):
     runtime_c/include/aot_runtime.h, bytes per element, the numpy type (ml_dtypes' where
     numpy has none), and the ONNX `TensorProto` element type. Every other list of dtypes
     derives from this one (the ONNX importer, the runtime binding, the manifest check) or
-    is checked against it by tests/test_shared_tables.py (the C header's enum, status.c's
+    is checked against it by tests/project/test_shared_tables.py (the C header's enum, status.c's
     names, packaging/FORMAT.md). A new dtype is a new row here, appended to aot_dtype_t.
     """
 

@@ -1,7 +1,7 @@
 """The ctypes mirror of the C runtime's ABI (runtime_c/include/aot_runtime.h).
 
 Status codes, the structs the calls take, and each function's signature, as the header
-declares them; tests/test_shared_tables.py checks the status codes against the header.
+declares them; tests/project/test_shared_tables.py checks the status codes against the header.
 The dtype codes (`aot_dtype_t`) are `aot.ir.types.DType.abi_code`.
 """
 from __future__ import annotations

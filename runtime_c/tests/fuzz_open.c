@@ -26,7 +26,7 @@
  * heap: then reproduce with the corpus, not the last input alone.
  * AOT_FUZZ_NO_RUN=1 turns the run targets into open, to fuzz the parsers alone.
  *
- * In runtime_c/ (tests/test_fuzz_runtime.py does the same for 60 s):
+ * In runtime_c/ (tests/runtime/test_libfuzzer.py does the same for 60 s):
  *   make fuzz CC=clang
  *   python3 ../benchmarks/fuzz_seeds.py build/fuzz/work    # seeds/, code/, aot.dict
  *   mkdir -p build/fuzz/work/corpus

@@ -789,7 +789,7 @@ static void test_use_after_destroy(const uint8_t* art, size_t size) {
 
 /* Issue 11: the chosen cpu entry's "x86_features" (what its code may use) is
  * checked at open. The names this CPU lacks are compared with LLVM's view of
- * the host by tests/test_cpu_features.py; here, what every CPU agrees on. */
+ * the host by tests/codegen/cpu/test_cpu_features.py; here, what every CPU agrees on. */
 static void test_cpu_features(void) {
   static const struct {
     const char* extra;

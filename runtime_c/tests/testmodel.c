@@ -151,7 +151,7 @@ VISIBLE const CODE_INFO(3) aot_code_info_zero_tail = {
     INFO_HEAD(aot_model_entry, 3, 0, 0),
     {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, 0), KERNEL(aot_kernel_2, 0)}};
 
-/* tests/test_runtime_c.py's inputs the kernels ignore: x, then e bool [0,3], b bfloat16 [2],
+/* tests/runtime/test_runtime_c.py's inputs the kernels ignore: x, then e bool [0,3], b bfloat16 [2],
  * i int64 [] */
 VISIBLE const struct {
   char magic[8];

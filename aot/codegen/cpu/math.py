@@ -7,10 +7,10 @@ loops that call it vectorize after inlining. Functions are emitted for f32
 and f64; the f32 versions of sin, cos and pow compute in f64; f32 erf is a
 rational approximation (abs error <= 4.5e-7).
 
-Accuracy (checked against numpy in tests/test_codegen_cpu_math.py): exp, log,
+Accuracy (checked against numpy in tests/codegen/cpu/test_math.py): exp, log,
 tanh, logistic within ~2 ulp; erf, sin, cos, pow within ~1 ulp of f32. sin,
 cos and tan give NaN for |x| >= 2^20 (no Payne-Hanek reduction). expm1,
-log1p, tan and atan2 compute f32 in f64 (tests/test_codegen_new_ops.py);
+log1p, tan and atan2 compute f32 in f64 (tests/codegen/cpu/test_math.py);
 COMPUTED_IN_F64 names those that do, and their f16/bf16/float8 results round
 the f64 result once (elemental.py). fmod is exact (integer long division of
 the significands).

@@ -255,7 +255,7 @@ def _x86_closure(features: tuple[str, ...] | list[str]) -> set[str]:
 
 
 # Each x86 CPU's checked features, from LLVM's processor definitions (X86.td; implied
-# features follow from _X86_IMPLIES). tests/test_cpu_features.py compares the host's row
+# features follow from _X86_IMPLIES). tests/codegen/cpu/test_cpu_features.py compares the host's row
 # with LLVM's own view of the host.
 _V2 = ("sse4.2", "popcnt")
 _V3 = (*_V2, "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe")
