@@ -4,6 +4,7 @@ Kernels whose manifest cost_ns is too small run whole on the calling thread,
 large ones are split across the context's threads; either way the results
 are the same bytes at every thread count, and match onnxruntime.
 """
+import gc
 import os
 
 import numpy as np
@@ -86,6 +87,7 @@ def test_model_of_small_kernels_starts_no_threads(tmp_path):
     aot.compile(tiny_model(), path)
     x = np.arange(15, dtype=np.float32).reshape(5, 3) - 7
     want = aot.Session(path, threads=1).run(None, {"x": x})[0]
+    gc.collect()  # an earlier test's Session, destroyed between the counts, would take its workers along
     before = thread_count()
     session = aot.Session(path, threads=4)
     assert thread_count() == before
@@ -96,6 +98,7 @@ def test_model_of_small_kernels_starts_no_threads(tmp_path):
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
 def test_model_with_a_large_kernel_starts_its_workers(mixed):
     _, path = mixed
+    gc.collect()
     before = thread_count()
     session = aot.Session(path, threads=3)
     assert thread_count() == before + 2
