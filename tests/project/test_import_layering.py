@@ -127,3 +127,9 @@ def test_layers_import_only_below(graph, module):
     allowed = (layer, *LAYERS[layer])
     outside = sorted(m for m in graph[module] if not any(_within(m, a) for a in allowed))
     assert not outside, f"{module} imports {outside}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "aot.importers")))
+def test_importers_run_no_pass(graph, module):
+    # the pipeline owns the passes, DCE of the imported graph included
+    assert not sorted(m for m in graph[module] if _within(m, "aot.rewrite") or _within(m, "aot.planning"))
