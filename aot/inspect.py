@@ -86,7 +86,9 @@ def summary(info: dict[str, Any]) -> str:
         lines.append(f"  {s['name']:<16} {s['codec']:<5} {s['stored_bytes']:>10} B stored {s['raw_bytes']:>10} B raw")
     lines.append(f"kernels ({len(info['kernels'])}):")
     for k in info["kernels"]:
-        lines.append(f"  {k.get('name', k['symbol']):<24} work {k['work']:>6}  {'+'.join(k.get('ops', []))}")
+        # cost_ns: the compiler's estimate of all the kernel's items on one core (the runtime's thread split)
+        cost = f"{k['cost_ns'] / 1000:>9.1f} us" if isinstance(k.get("cost_ns"), (int, float)) else " " * 12
+        lines.append(f"  {k.get('name', k['symbol']):<24} work {k['work']:>6}  est {cost}  {'+'.join(k.get('ops', []))}")
     return "\n".join(lines)
 
 

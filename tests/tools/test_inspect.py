@@ -89,3 +89,17 @@ def test_memory_plan_fails_cleanly_for_artifacts_without_a_tooling_section(tmp_p
     assert result.exit_code == 1 and "no memory_plan (no tooling section)" in result.output
     result = CliRunner().invoke(main, ["inspect", str(bare)])  # the runtime's fields alone still describe it
     assert result.exit_code == 0 and "kernels (3):" in result.output, result.output
+
+
+def test_summary_lists_each_kernels_estimated_cost(artifact):
+    import json
+    import re
+
+    from aot.artifact import read_artifact
+
+    kernels = read_artifact(artifact).manifest["kernels"]
+    result = CliRunner().invoke(main, ["inspect", str(artifact)])
+    assert result.exit_code == 0, result.output
+    for k in kernels:
+        line = next(ln for ln in result.output.splitlines() if ln.split() and ln.split()[0] == k.get("name", k["symbol"]))
+        assert re.search(rf"est +{k['cost_ns'] / 1000:.1f} us", line), (line, json.dumps(k))
