@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from aot.codegen.cpu import math as m
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, for_range, linearize
-from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.arith_target import ArithTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
 from aot.ir.types import FLOAT8_FORMATS, DType, SIGNED_DTYPES, UNSIGNED_DTYPES, float8_saturate
@@ -56,7 +56,7 @@ def register_type(dtype: DType) -> ir.Type:
     return _REGISTER[dtype]
 
 
-def storage_type(dtype: DType, target: CpuTarget) -> ir.Type:
+def storage_type(dtype: DType, target: ArithTarget) -> ir.Type:
     if dtype is DType.F16:
         return HALF if target.native_f16 else I16
     if dtype is DType.BF16:
@@ -172,7 +172,7 @@ class ElementalEmitter:
     """
 
     def __init__(
-        self, builder: ir.IRBuilder, lib: m.MathLib, target: CpuTarget,
+        self, builder: ir.IRBuilder, lib: m.MathLib, target: ArithTarget,
         params: dict[int, ir.Value], fused: set[int], alloca: Callable[[ir.Type, str], ir.Value],
     ):
         self.b = builder

@@ -98,10 +98,6 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
     fused = {id(n) for n in kernel.nodes}
     builder = ir.IRBuilder(body)
     elemental = ElementalEmitter(builder, lib, target, params, fused, alloca)
-    root = kernel.root
-    dtype = root.type.dtype
-    shape = root.type.shape
-
     custom = body_emitter(kernel, target)
     if custom is not None:
         custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target, len(plan.weights)))
@@ -109,6 +105,20 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         setup.branch(body)
         return fn
 
+    with _item_loop(builder, fn.args[4], fn.args[5], work_items(kernel.root)) as item:
+        emit_work_item(builder, elemental, kernel, out_ptr, item)
+    builder.ret_void()
+    setup.branch(body)
+    return fn
+
+
+def emit_work_item(builder: ir.IRBuilder, elemental: ElementalEmitter, kernel: Kernel, out_ptr: ir.Value,
+                   item: ir.Value) -> None:
+    """The elemental body of work item `item` (an i64): one innermost row of the root's
+    output, or its one element at rank 0. Target-neutral: the NVPTX kernels run it too."""
+    root = kernel.root
+    dtype = root.type.dtype
+    shape = root.type.shape
     cache = row_cache.find(kernel)
 
     def store(linear: ir.Value, index: list[ir.Value]) -> None:
@@ -121,30 +131,25 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         builder.store(elemental.to_storage(value, dtype), addr, align=dtype.itemsize)
 
     if not shape:
-        with _item_loop(builder, fn.args[4], fn.args[5], 1):
-            store(const_i64(0), [])
-    else:
-        inner = shape[-1]
-        with _item_loop(builder, fn.args[4], fn.args[5], work_items(root)) as item:
-            outer_index = delinearize(builder, item, shape[:-1], "item")
-            row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
-            # values invariant in the inner loop (a fused reduction's result) go to the row preamble
-            elemental.begin_row(outer_index, row, shape)
-            main = builder.append_basic_block(f"{root.name}.main")
-            builder.position_at_end(main)
-            if cache is not None:
-                # hoist the caching reduction now, before the inner loop substitutes V
-                elemental.row_cache_fill = (cache.value, out_ptr, row)
-                elemental.value(cache.reduce.out, outer_index)
-                elemental.row_cache_fill = None
-            with for_range(builder, 0, inner, f"{root.name}.j") as j:
-                elemental.push_scope()
-                store(builder.add(row, j, name=f"{root.name}.at", flags=["nuw", "nsw"]), [*outer_index, j])
-                elemental.pop_scope()
-            elemental.end_row(main)
-    builder.ret_void()
-    setup.branch(body)
-    return fn
+        store(const_i64(0), [])
+        return
+    inner = shape[-1]
+    outer_index = delinearize(builder, item, shape[:-1], "item")
+    row = builder.mul(item, const_i64(inner), name="row", flags=["nuw", "nsw"])
+    # values invariant in the inner loop (a fused reduction's result) go to the row preamble
+    elemental.begin_row(outer_index, row, shape)
+    main = builder.append_basic_block(f"{root.name}.main")
+    builder.position_at_end(main)
+    if cache is not None:
+        # hoist the caching reduction now, before the inner loop substitutes V
+        elemental.row_cache_fill = (cache.value, out_ptr, row)
+        elemental.value(cache.reduce.out, outer_index)
+        elemental.row_cache_fill = None
+    with for_range(builder, 0, inner, f"{root.name}.j") as j:
+        elemental.push_scope()
+        store(builder.add(row, j, name=f"{root.name}.at", flags=["nuw", "nsw"]), [*outer_index, j])
+        elemental.pop_scope()
+    elemental.end_row(main)
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 from llvmlite import ir
 
-from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.arith_target import ArithTarget
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -94,7 +94,7 @@ COMPUTED_IN_F64 = frozenset({"sin", "cos", "pow", "expm1", "log1p", "tan", "atan
 class MathLib:
     """Builds (once per module) and calls the math functions of one module."""
 
-    def __init__(self, module: ir.Module, target: CpuTarget):
+    def __init__(self, module: ir.Module, target: ArithTarget):
         self.module = module
         self.target = target
 

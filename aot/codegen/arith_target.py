@@ -1,0 +1,24 @@
+"""What the shared scalar emitters (cpu/elemental.py, cpu/math.py) need to know of a target.
+
+The elemental emitter and the math library are target-neutral LLVM IR except
+for two choices: whether rounding intrinsics (floor, ceil, roundeven) lower to
+instructions or would become libm calls, and whether half <-> float
+conversions lower to instructions. CpuTarget (cpu/target.py) and NvptxTarget
+(nvptx/target.py) both answer them; nothing else of a target reaches those
+emitters.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ArithTarget(Protocol):
+    @property
+    def native_rounding(self) -> bool:
+        """floor/ceil/roundeven lower to instructions (not libm calls)."""
+        ...
+
+    @property
+    def native_f16(self) -> bool:
+        """fpext/fptrunc between half and float lower to instructions; f16 is stored as half."""
+        ...
