@@ -1,1 +1,1 @@
-"""Code generation back ends: cpu (LLVM -> shared object)."""
+"""Code generation back ends: cpu (LLVM -> shared object), nvptx (LLVM -> PTX for NVIDIA GPUs)."""

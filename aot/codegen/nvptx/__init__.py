@@ -1,0 +1,73 @@
+"""NVPTX code generation: ExecutionPlan -> LLVM module of ptx_kernel functions -> PTX text.
+
+    ptx = emit_ptx(plan, "sm_90")          # PTX text, one .entry aot_kernel_<i> per kernel
+    code = emit_gpu(plan, NvptxTarget("sm_80"))
+    code.kernels                          # [GpuKernel(symbol, work items, argument names)]
+    assemble(ptx, "sm_90")                # with ptxas: {symbol: PtxasInfo(registers, spills...)}
+
+Only kernels with the elemental body (elementwise and broadcast chains, data
+movement, row reductions) have a GPU body yet; any other raises CodegenError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from aot.codegen.cpu.math import MathLib
+from aot.codegen.nvptx.kernel import GpuKernel, emit_kernel
+from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
+from aot.codegen.nvptx.target import NvptxTarget
+from aot.errors import CodegenError
+from aot.plan import ExecutionPlan
+
+__all__ = ["GpuCode", "GpuKernel", "NvptxTarget", "PtxasInfo", "assemble", "build_module", "emit_gpu", "emit_ptx",
+           "ptxas_path"]
+
+
+@dataclass(frozen=True)
+class GpuCode:
+    ptx: str
+    kernels: list[GpuKernel]
+    llvm_ir: str
+    target: NvptxTarget
+
+
+def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, list[GpuKernel]]:
+    """The unoptimized LLVM module of `plan`'s kernels for `target`."""
+    module = ir.Module(name="aot")
+    module.triple = target.triple
+    lib = MathLib(module, target)
+    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}") for i, kernel in enumerate(plan.kernels)]
+    return module, kernels
+
+
+def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
+    """Parse, verify and run the O3 pipeline without vectorization (a GPU thread is scalar)."""
+    module.data_layout = str(machine.target_data)
+    try:
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+    except RuntimeError as err:
+        raise CodegenError(f"LLVM rejected the generated NVPTX module: {err}") from None
+    parsed.name = "aot"
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning.loop_vectorization = False
+    tuning.slp_vectorization = False
+    tuning.loop_unrolling = True
+    passes = llvm.create_pass_builder(machine, tuning)
+    passes.getModulePassManager().run(parsed, passes)
+    return parsed
+
+
+def emit_gpu(plan: ExecutionPlan, target: NvptxTarget) -> GpuCode:
+    machine = target.target_machine()
+    module, kernels = build_module(plan, target)
+    optimized = optimize(module, machine)
+    return GpuCode(machine.emit_assembly(optimized), kernels, str(optimized), target)
+
+
+def emit_ptx(plan: ExecutionPlan, sm: str) -> str:
+    """PTX text of every kernel of `plan` for `sm` ("sm_80", "sm_90")."""
+    return emit_gpu(plan, NvptxTarget(sm)).ptx

@@ -1,0 +1,120 @@
+"""NVPTX code generation (aot/codegen/nvptx): small ONNX models through the pipeline give PTX
+that ptxas assembles for sm_80 and sm_90 with no error, one ptx_kernel per plan kernel; kernels
+without a GPU body yet are refused by name."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu, emit_ptx, ptxas_path
+from aot.codegen.nvptx.ptxas import parse_report
+from aot.errors import ArgumentError, CodegenError
+from aot.importers.onnx import import_onnx
+from aot.pipeline import run_pipeline
+from onnx_util import make_model, vinfo
+
+F = TensorProto.FLOAT
+SMS = ("sm_80", "sm_90")
+
+
+def _softmax_layernorm():
+    scale = numpy_helper.from_array(np.linspace(0.5, 1.5, 32).astype(np.float32), "scale")
+    bias = numpy_helper.from_array(np.linspace(-1, 1, 32).astype(np.float32), "bias")
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=-1),
+             helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["ln"], axis=-1, epsilon=1e-5)]
+    return make_model(nodes, [vinfo("x", F, (8, 32))], [vinfo("s", F, (8, 32)), vinfo("ln", F, (8, 32))],
+                      [scale, bias])
+
+
+def _broadcast_chain():
+    nodes = [helper.make_node("Add", ["x", "b"], ["t0"]), helper.make_node("Mul", ["t0", "c"], ["t1"]),
+             helper.make_node("Relu", ["t1"], ["t2"]), helper.make_node("Sub", ["t2", "x"], ["y"])]
+    return make_model(nodes, [vinfo("x", F, (4, 5, 6)), vinfo("b", F, (1, 5, 1)), vinfo("c", F, (6,))],
+                      [vinfo("y", F, (4, 5, 6))])
+
+
+def _data_movement():
+    starts, ends, axes = (numpy_helper.from_array(np.array(v, np.int64), n)
+                          for v, n in (([1], "starts"), ([5], "ends"), ([2], "axes")))
+    shape = numpy_helper.from_array(np.array([3, 32], np.int64), "shape")
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Slice", ["t", "starts", "ends", "axes"], ["s"]),
+             helper.make_node("Concat", ["s", "s"], ["c"], axis=2),
+             helper.make_node("Reshape", ["c", "shape"], ["y"])]
+    return make_model(nodes, [vinfo("x", F, (3, 6, 4))], [vinfo("y", F, (3, 32))], [starts, ends, axes, shape])
+
+
+def _int_and_bool():
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mod", ["s", "b"], ["r"]),
+             helper.make_node("Greater", ["r", "a"], ["g"]), helper.make_node("Not", ["g"], ["n"]),
+             helper.make_node("Where", ["n", "a", "r"], ["w"]), helper.make_node("Cast", ["w"], ["y"], to=TensorProto.INT64)]
+    return make_model(nodes, [vinfo("a", TensorProto.INT32, (7, 9)), vinfo("b", TensorProto.INT32, (9,))],
+                      [vinfo("y", TensorProto.INT64, (7, 9)), vinfo("n", TensorProto.BOOL, (7, 9))])
+
+
+def _math_library():
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Tanh", ["x"], ["t"]),
+             helper.make_node("Erf", ["x"], ["f"]), helper.make_node("Sum", ["e", "t", "f"], ["y"]),
+             helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0), helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("Sin", ["h"], ["sh"])]
+    return make_model(nodes, [vinfo("x", F, (16, 10))], [vinfo("y", F, (16, 10)), vinfo("m", F, None),
+                                                          vinfo("sh", TensorProto.FLOAT16, (16, 10))])
+
+
+MODELS = {"broadcast_chain": _broadcast_chain, "softmax_layernorm": _softmax_layernorm,
+          "data_movement": _data_movement, "int_and_bool": _int_and_bool, "math_library": _math_library}
+
+
+def _plan(model):
+    return run_pipeline(import_onnx(model))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_one_ptx_kernel_per_plan_kernel(name):
+    plan = _plan(MODELS[name]())
+    code = emit_gpu(plan, NvptxTarget("sm_90"))
+    assert [k.symbol for k in code.kernels] == [f"aot_kernel_{i}" for i in range(len(plan.kernels))]
+    for kernel in code.kernels:
+        assert f".entry {kernel.symbol}(" in code.ptx
+        assert kernel.args[:2] == ("arena", "weights")
+    assert ".target sm_90" in code.ptx and ".version 7.8" in code.ptx
+    assert "call" not in code.ptx.split(".entry", 1)[1]  # math inlined: no libm, no device calls
+
+
+@pytest.mark.skipif(ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
+@pytest.mark.parametrize("sm", SMS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_ptxas_assembles(name, sm):
+    plan = _plan(MODELS[name]())
+    info = assemble(emit_ptx(plan, sm), sm)
+    assert sorted(info) == sorted(f"aot_kernel_{i}" for i in range(len(plan.kernels)))
+    assert all(k.registers > 0 for k in info.values())
+
+
+def test_kernel_without_gpu_body_is_refused():
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vinfo("x", F, (4, 16))],
+                       [vinfo("y", F, (4, 8))], [w])
+    plan = _plan(model)
+    with pytest.raises(CodegenError, match=r"kernel \S+ \(root op \w+\): no GPU body for \w*dot yet"):
+        emit_ptx(plan, "sm_80")
+
+
+def test_unknown_sm_is_an_argument_error():
+    with pytest.raises(ArgumentError, match="sm_75"):
+        NvptxTarget("sm_75")
+
+
+def test_ptxas_report_parsing():
+    report = ("ptxas info    : Compiling entry function 'aot_kernel_0' for 'sm_90'\n"
+              "ptxas info    : Function properties for aot_kernel_0\n"
+              "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+              "ptxas info    : Used 40 registers, used 0 barriers, 384 bytes cmem[0]\n"
+              "ptxas info    : Compiling entry function 'aot_kernel_1' for 'sm_90'\n"
+              "ptxas info    : Function properties for aot_kernel_1\n"
+              "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+              "ptxas info    : Used 12 registers, used 0 barriers, 376 bytes cmem[0]\n")
+    info = parse_report(report)
+    assert (info["aot_kernel_0"].registers, info["aot_kernel_0"].spill_store_bytes) == (40, 4)
+    assert (info["aot_kernel_1"].registers, info["aot_kernel_1"].stack_bytes) == (12, 0)
