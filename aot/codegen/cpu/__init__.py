@@ -20,7 +20,7 @@ from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.math import MathLib
 from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
-from aot.errors import CodegenError
+from aot.codegen.llvm_pipeline import run_o3
 from aot.plan import ExecutionPlan
 
 __all__ = ["CpuCode", "CpuTarget", "emit_cpu", "build_module", "optimize"]
@@ -51,20 +51,7 @@ def build_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, lis
 
 def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
     """Parse, verify and run the O3 pipeline (loop/SLP vectorization, unrolling)."""
-    module.data_layout = str(machine.target_data)
-    try:
-        parsed = llvm.parse_assembly(str(module))
-        parsed.verify()
-    except RuntimeError as err:
-        raise CodegenError(f"LLVM rejected the generated CPU module: {err}") from None
-    parsed.name = "aot"
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
-    tuning.loop_unrolling = True
-    passes = llvm.create_pass_builder(machine, tuning)
-    passes.getModulePassManager().run(parsed, passes)
-    return parsed
+    return run_o3(module, machine, vectorize=True, back_end="CPU")
 
 
 def emit_cpu(plan: ExecutionPlan, target: CpuTarget) -> CpuCode:

@@ -18,8 +18,8 @@ from llvmlite import ir
 from aot.codegen.cpu.math import MathLib
 from aot.codegen.nvptx.kernel import GpuKernel, emit_kernel
 from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
+from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx.target import NvptxTarget
-from aot.errors import CodegenError
 from aot.plan import ExecutionPlan
 
 __all__ = ["GpuCode", "GpuKernel", "NvptxTarget", "PtxasInfo", "assemble", "build_module", "emit_gpu", "emit_ptx",
@@ -45,20 +45,7 @@ def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, l
 
 def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
     """Parse, verify and run the O3 pipeline without vectorization (a GPU thread is scalar)."""
-    module.data_layout = str(machine.target_data)
-    try:
-        parsed = llvm.parse_assembly(str(module))
-        parsed.verify()
-    except RuntimeError as err:
-        raise CodegenError(f"LLVM rejected the generated NVPTX module: {err}") from None
-    parsed.name = "aot"
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = False
-    tuning.slp_vectorization = False
-    tuning.loop_unrolling = True
-    passes = llvm.create_pass_builder(machine, tuning)
-    passes.getModulePassManager().run(parsed, passes)
-    return parsed
+    return run_o3(module, machine, vectorize=False, back_end="NVPTX")
 
 
 def emit_gpu(plan: ExecutionPlan, target: NvptxTarget) -> GpuCode:
