@@ -1,12 +1,13 @@
 """NVPTX code generation: ExecutionPlan -> LLVM module of ptx_kernel functions -> PTX text.
 
-    ptx = emit_ptx(plan, "sm_90")          # PTX text, one .entry aot_kernel_<i> per kernel
     code = emit_gpu(plan, NvptxTarget("sm_80"))
-    code.kernels                          # [GpuKernel(symbol, work items, argument names)]
-    assemble(ptx, "sm_90")                # with ptxas: {symbol: PtxasInfo(registers, spills...)}
+    code.ptx                              # PTX text, one .entry aot_kernel_<i> per plan kernel
+    code.kernels                          # [GpuKernel(symbol, grid, block, shared bytes, args...)]
+    assemble(code.ptx, "sm_90")           # with ptxas: {symbol: PtxasInfo(registers, spills...)}
 
-Only kernels with the elemental body (elementwise and broadcast chains, data
-movement, row reductions) have a GPU body yet; any other raises CodegenError.
+The kernels are the plan's (same fusion, layouts, weights and arena); each gets
+the first GPU body of bodies.py that takes it, emitted through nvptx/simt.py, so
+the same body also runs on the host (nvptx/emulate.py) to be tested without a GPU.
 """
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from aot.codegen.cpu.math import MathLib
-from aot.codegen.nvptx.kernel import GpuKernel, emit_kernel
-from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
 from aot.codegen.llvm_pipeline import run_o3
+from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel
+from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
 from aot.codegen.nvptx.target import NvptxTarget
 from aot.plan import ExecutionPlan
 
-__all__ = ["GpuCode", "GpuKernel", "NvptxTarget", "PtxasInfo", "assemble", "build_module", "emit_gpu", "emit_ptx",
-           "ptxas_path"]
+__all__ = ["GpuArg", "GpuCode", "GpuKernel", "NvptxTarget", "PtxasInfo", "assemble", "build_module", "emit_gpu",
+           "emit_ptx", "ptxas_path"]
 
 
 @dataclass(frozen=True)

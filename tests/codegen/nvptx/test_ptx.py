@@ -77,7 +77,13 @@ def test_one_ptx_kernel_per_plan_kernel(name):
     assert [k.symbol for k in code.kernels] == [f"aot_kernel_{i}" for i in range(len(plan.kernels))]
     for kernel in code.kernels:
         assert f".entry {kernel.symbol}(" in code.ptx
-        assert kernel.args[:2] == ("arena", "weights")
+        kernel_plan = plan.kernels[int(kernel.symbol.rsplit("_", 1)[1])]
+        # one parameter per buffer the kernel touches, each where the plan put it
+        assert [a.value for a in kernel.args] == list(dict.fromkeys([p.name for p in kernel_plan.params] + [kernel_plan.root.name]))
+        for arg in kernel.args:
+            where = plan.slices[arg.value]
+            assert (arg.kind, arg.index, arg.offset) == (where.kind, where.index, where.offset)
+        assert 1 <= kernel.grid <= kernel.blocks and kernel.block % 32 == 0
     assert ".target sm_90" in code.ptx and ".version 7.8" in code.ptx
     assert "call" not in code.ptx.split(".entry", 1)[1]  # math inlined: no libm, no device calls
 
@@ -92,12 +98,12 @@ def test_ptxas_assembles(name, sm):
     assert all(k.registers > 0 for k in info.values())
 
 
-def test_kernel_without_gpu_body_is_refused():
-    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
-    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vinfo("x", F, (4, 16))],
-                       [vinfo("y", F, (4, 8))], [w])
-    plan = _plan(model)
-    with pytest.raises(CodegenError, match=r"kernel \S+ \(root op \w+\): no GPU body for \w*dot yet"):
+def test_kernel_without_gpu_body_is_refused(monkeypatch):
+    from aot.codegen.nvptx import bodies
+
+    monkeypatch.setattr(bodies, "BODIES", ())
+    plan = _plan(_broadcast_chain())
+    with pytest.raises(CodegenError, match=r"kernel \S+ \(root op sub\): no GPU body for sub yet"):
         emit_ptx(plan, "sm_80")
 
 

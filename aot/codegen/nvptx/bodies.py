@@ -1,0 +1,24 @@
+"""The GPU kernel bodies, in the one order a kernel tries them: the first whose `applies`
+takes the kernel emits it. The elemental rows body takes every kernel the elemental
+emitter can compute, so it comes last; sort, argsort and scatter have no elemental
+lowering and no GPU body yet, and are refused by name.
+"""
+from __future__ import annotations
+
+from aot.codegen.nvptx.body import GpuBody, GpuContext
+from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
+from aot.errors import CodegenError
+from aot.plan import Kernel
+
+__all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
+
+BODIES: tuple[GpuBody, ...] = (ELEMENTWISE_BODY, ROWS_BODY)
+
+
+def gpu_body_of(kernel: Kernel) -> GpuBody:
+    body = next((b for b in BODIES if b.applies(kernel)), None)
+    if body is None:
+        root = kernel.root.producer
+        missing = [op for op in kernel.ops if op in NOT_ELEMENTAL] or [root.op if root is not None else "parameter"]
+        raise CodegenError(f"kernel {kernel.name} (root op {missing[-1]}): no GPU body for {missing[0]} yet")
+    return body
