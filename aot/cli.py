@@ -92,8 +92,10 @@ compile_options = [
     click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="artifact path (default: MODEL with .aot)"),
     click.option("--shape", "shape", multiple=True, help="fix an input's shape: NAME=1x3x224x224 (repeatable)"),
     click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)"),
-    click.option("--target", default="cpu", show_default=True, help="code target"),
-    click.option("--cpu", default="native", show_default=True, help="CPU to generate code for (native, znver4, x86-64-v3, ...)"),
+    click.option("--target", default="cpu", show_default=True,
+                 help="code to generate: cpu, cuda (PTX, and cubin where ptxas is installed) or cpu,cuda"),
+    click.option("--cpu", default=None, help="CPU to generate code for (native, znver4, x86-64-v3, ...)  [default: native]"),
+    click.option("--sm", default=None, help="GPU architectures for cuda code, comma-separated  [default: sm_80,sm_90]"),
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
     click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
     click.option("-v", "--verbose", is_flag=True, help="print time per pass"),
@@ -106,23 +108,36 @@ def _with_compile_options(fn: Any) -> Any:
     return fn
 
 
-def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str, cpu: str,
-             dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
-    from aot.driver import compile_model
+def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
+             cpu: str | None, sm: str | None, dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
+    from aot.driver import check_target, compile_model
     from aot.planning.fusion import explain as explain_fusion
 
+    # said in the options' spelling, before any work
+    try:
+        wants_cpu, wants_gpu = check_target(target)
+        if sm is not None and not wants_gpu:
+            raise ArgumentError(f"--sm {sm} needs GPU code: add cuda to --target (--target cuda or cpu,cuda)")
+        if cpu is not None and not wants_cpu:
+            raise ArgumentError(f"--cpu {cpu} needs CPU code: add cpu to --target (--target cpu or cpu,cuda)")
+    except ArgumentError as err:
+        _fail(err)
     shapes = parse_shape_option(shape)
     output = output or model.with_suffix(".aot")
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     try:
         result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target, cpu=cpu,
-                               dump_ir=dump_ir, log=log)
+                               sm=sm, dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
     if explain == "fusion":
+        if wants_gpu:
+            # one plan serves every target: the GPU kernels are these same kernels
+            click.echo(f"target {target}: the GPU runs these same kernels (one plan for every target)")
         click.echo(explain_fusion(result.plan.kernels))
     m = result.manifest
-    click.echo(f"wrote {output}: {result.size} bytes, {len(m['kernels'])} kernels, "
+    code = [c["arch"] for c in m["cpu"]] + [s["sm"] for s in m.get("cuda", {}).get("sms", [])]
+    click.echo(f"wrote {output}: {result.size} bytes, {len(m['kernels'])} kernels ({', '.join(code)}), "
                f"arena {m['arena']['bytes']} B, weights {m['weights']['bytes']} B")
 
 

@@ -19,7 +19,8 @@ from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
 from aot.version import __version__
 
-TARGETS = ("cpu",)
+# what --target accepts: CPU code, GPU code (PTX and cubin per SM), or both in one artifact
+TARGETS = ("cpu", "cuda", "cpu,cuda")
 
 
 @dataclass
@@ -186,8 +187,10 @@ def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
     return copy
 
 
-def build_manifest(plan: ExecutionPlan, code: Any, model_name: str) -> dict[str, Any]:
-    """What the runtime reads, and nothing else (packaging/FORMAT.md, "What the runtime reads")."""
+def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the runtime reads, and nothing else (packaging/FORMAT.md, "What the runtime reads").
+    `code` is the CPU code (None: a GPU-only artifact, whose `cpu` list is empty and whose
+    kernels carry only their names); `gpu` the `cuda` entry (gpu_package.gpu_manifest)."""
     from aot.artifact import FORMAT_VERSION
 
     graph = plan.graph
@@ -195,12 +198,20 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str) -> dict[str,
     def tensor(value: Any, name: str) -> dict[str, Any]:
         return {"name": name, "dtype": value.type.dtype.manifest_name, "shape": list(value.type.shape)}
 
-    cpu: dict[str, Any] = {"section": f"cpu.{code.target.arch}", "arch": code.target.arch, "entry": "aot_model_entry",
-                           "cpu": code.target.cpu}  # named when the runtime refuses a machine
-    if code.target.arch == "x86_64":
-        # the extensions the code may use: the runtime refuses the artifact on a machine that
-        # lacks one (naming it) instead of dying of SIGILL in the first run
-        cpu["x86_features"] = list(code.target.x86_features)
+    cpus: list[dict[str, Any]] = []
+    if code is not None:
+        cpu: dict[str, Any] = {"section": f"cpu.{code.target.arch}", "arch": code.target.arch,
+                               "entry": "aot_model_entry", "cpu": code.target.cpu}  # named when the runtime refuses a machine
+        if code.target.arch == "x86_64":
+            # the extensions the code may use: the runtime refuses the artifact on a machine that
+            # lacks one (naming it) instead of dying of SIGILL in the first run
+            cpu["x86_features"] = list(code.target.x86_features)
+        cpus.append(cpu)
+        # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
+        kernels = [{"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work)}
+                   for k, (symbol, work) in zip(plan.kernels, code.kernels)]
+    else:
+        kernels = [{"name": k.name} for k in plan.kernels]
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "model": {"name": model_name},
@@ -208,28 +219,28 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str) -> dict[str,
         "outputs": [tensor(v, n) for v, n in zip(graph.outputs, graph.output_names)],
         "arena": {"bytes": plan.arena_bytes, "alignment": 64},
         "weights": {"section": "weights", "bytes": len(plan.weights), "alignment": 64},
-        "cpu": [cpu],
-        "kernels": [
-            # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
-            {"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work)}
-            for k, (symbol, work) in zip(plan.kernels, code.kernels)
-        ],
+        "cpu": cpus,
+        "kernels": kernels,
     }
+    if gpu is not None:
+        manifest["cuda"] = gpu
     if plan.checks:
         from aot.codegen.cpu.kernel import CHECKS_SYMBOL
 
-        cpu["checks"] = CHECKS_SYMBOL
+        if cpus:
+            cpus[0]["checks"] = CHECKS_SYMBOL
         manifest["checks"] = [{"message": c.message} for c in plan.checks]
     return manifest
 
 
-def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str) -> dict[str, Any]:
+def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """What tools read (`aot inspect`, `verify`, the profiler): the tooling section, which
-    extends the manifest's entries (aot/tooling.py)."""
+    extends the manifest's entries (aot/tooling.py). `code` is None for a GPU-only artifact;
+    `gpu` the tooling's `cuda` entry (gpu_package.gpu_tooling)."""
     tooling: dict[str, Any] = {
         "compiler": {"name": "aot", "version": __version__},
         "model": {"source_sha256": source_sha},
-        "cpu": [{"triple": code.target.triple, "features": code.target.features}],
+        "cpu": [{"triple": code.target.triple, "features": code.target.features}] if code is not None else [],
         "arena": {"lower_bound_bytes": plan.arena_lower_bound,
                   "temporaries_bytes": plan.notes.get("temporaries_bytes", 0)},
         # why each kernel exists (fusion's decisions) and what it reads and writes
@@ -241,9 +252,19 @@ def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str) -> dict[str, 
         "values": {name: {"kind": s.kind, "index": s.index, "offset": s.offset, "bytes": s.size}
                    for name, s in sorted(plan.slices.items())},
     }
+    if gpu is not None:
+        tooling["cuda"] = gpu
     if plan.checks:
         tooling["checks"] = [{"node": c.loc, "value": c.ok.name} for c in plan.checks]
     return tooling
+
+
+def check_target(target: Any) -> tuple[bool, bool]:
+    """`target` ("cpu", "cuda" or "cpu,cuda", in either order): (CPU code?, GPU code?)."""
+    parts = target.split(",") if isinstance(target, str) else None
+    if parts is None or not parts or any(p not in ("cpu", "cuda") for p in parts) or len(set(parts)) != len(parts):
+        raise ArgumentError(f"target {target!r} is not supported; choose one of {', '.join(TARGETS)}")
+    return "cpu" in parts, "cuda" in parts
 
 
 def compile_model(
@@ -253,30 +274,39 @@ def compile_model(
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     bind: Mapping[str, np.ndarray] | None = None,
     target: str = "cpu",
-    cpu: str = "native",
+    cpu: str | None = None,
+    sm: str | Sequence[str] | None = None,
     dump_ir: str | os.PathLike | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CompileResult:
     """Compile an ONNX model (path or onnx.ModelProto) into an .aot artifact.
 
     `shapes` fixes symbolic input dims ({name: (1, 3, 224, 224)}); `bind` fixes
-    inputs to constant values (ONNX). Writes `output_path` when given, through a
-    temp file and a rename; always returns the artifact bytes, manifest and
-    execution plan. A wrong argument (shapes, cpu, an output path that cannot be
-    written or is the model) raises ArgumentError before any work.
+    inputs to constant values (ONNX). `target` "cpu", "cuda" or "cpu,cuda": CPU code
+    for `cpu` (default "native"), PTX (and cubin, where ptxas is installed) for each
+    GPU architecture of `sm` (default all: sm_80, sm_90), or both, from one plan.
+    Writes `output_path` when given, through a temp file and a rename; always
+    returns the artifact bytes, manifest and execution plan. A wrong argument
+    (shapes, target, cpu, sm, an output path that cannot be written or is the
+    model) raises ArgumentError before any work.
     """
     from aot.artifact import pack_artifact, write_atomically
     from aot.codegen.cpu import CpuTarget, emit_cpu
+    from aot.gpu_package import build_gpu, check_sms, gpu_manifest, gpu_sections, gpu_tooling
 
     # every argument is checked before the work, so a mistake costs no compile
-    if target not in TARGETS:
-        raise ArgumentError(f"target '{target}' is not supported; choose one of {', '.join(TARGETS)}")
+    wants_cpu, wants_gpu = check_target(target)
+    if sm is not None and not wants_gpu:
+        raise ArgumentError(f"sm {sm!r} is given but target {target!r} has no GPU; use target 'cuda' or 'cpu,cuda'")
+    if cpu is not None and not wants_cpu:
+        raise ArgumentError(f"cpu {cpu!r} is given but target {target!r} has no CPU; use target 'cpu' or 'cpu,cuda'")
+    sms = check_sms(sm) if wants_gpu else ()
     if output_path is not None and not isinstance(output_path, (str, os.PathLike)):
         raise ArgumentError(f"output_path must be a path (str or os.PathLike), got {type(output_path).__name__}")
     path = Path(output_path) if output_path is not None else None
     if path is not None:
         check_output_path(path, model)
-    cpu_target = CpuTarget.from_name(cpu)
+    cpu_target = CpuTarget.from_name(cpu or "native") if wants_cpu else None
     shapes = check_shapes(shapes)
     bind = _check_bind(bind)
     dump_dir = Path(dump_ir) if dump_ir is not None else None
@@ -289,17 +319,27 @@ def compile_model(
     graph, source_sha, name = import_model(model, shapes, bind)
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
-    # weights are packed for the target's vector width (the microkernels hold one register per vector)
-    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=default_passes(cpu_target.vector_lanes)))
-    start = time.perf_counter()
-    code = emit_cpu(plan, cpu_target)
-    if log:
-        log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
-    if dump_dir is not None:
-        (dump_dir / "cpu.ll").write_text(code.llvm_ir)
-    manifest = build_manifest(plan, code, name)
-    tooling = build_tooling(plan, code, source_sha)
-    sections = [("weights", plan.weights), (f"cpu.{code.target.arch}", code.shared_object)]
+    # weights are packed for the CPU target's vector width (the microkernels hold one register per
+    # vector); a GPU-only compile runs the same pipeline with the default width
+    passes = default_passes(cpu_target.vector_lanes) if cpu_target is not None else default_passes()
+    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=passes))
+    code = None
+    sections: list[tuple[str, bytes]] = [("weights", plan.weights)]
+    if cpu_target is not None:
+        start = time.perf_counter()
+        code = emit_cpu(plan, cpu_target)
+        if log:
+            log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
+        if dump_dir is not None:
+            (dump_dir / "cpu.ll").write_text(code.llvm_ir)
+        sections.append((f"cpu.{code.target.arch}", code.shared_object))
+    gpu_entry = gpu_notes = None
+    if sms:
+        builds = build_gpu(plan, sms, dump_dir, log)
+        sections.extend(gpu_sections(builds))
+        gpu_entry, gpu_notes = gpu_manifest(plan, builds, "weights"), gpu_tooling(plan, builds)
+    manifest = build_manifest(plan, code, name, gpu_entry)
+    tooling = build_tooling(plan, code, source_sha, gpu_notes)
     artifact = pack_artifact(manifest, sections, tooling=tooling)
     if path is not None:
         try:  # through a temp file and a rename: a failure leaves any earlier artifact as it was

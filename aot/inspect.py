@@ -18,6 +18,8 @@ def _section_suffix(name: str) -> str:
         return _EXTRACT_SUFFIX[name]
     if name.startswith("cpu."):
         return ".so"
+    if name.startswith(("ptx.", "cubin.")):
+        return "." + name.split(".", 1)[0]
     return ".bin"
 
 
@@ -31,7 +33,7 @@ def describe(path: str | Path) -> dict[str, Any]:
         {"name": s.name, "codec": s.codec, "stored_bytes": s.stored_size, "raw_bytes": s.raw_size}
         for s in artifact.table
     ]
-    code_bytes = {s.name: s.raw_size for s in artifact.table if s.name.startswith("cpu.")}
+    code_bytes = {s.name: s.raw_size for s in artifact.table if s.name.startswith(("cpu.", "ptx.", "cubin."))}
     arena = manifest.get("arena", {})
     return {
         "file": str(path),
@@ -46,6 +48,7 @@ def describe(path: str | Path) -> dict[str, Any]:
         "temporaries_bytes": arena.get("temporaries_bytes"),
         "weights_bytes": manifest.get("weights", {}).get("bytes"),
         "code_bytes": code_bytes,
+        "cuda": manifest.get("cuda"),  # GPU code and launch plan, with ptxas's report (None: no GPU code)
         "memory_plan": manifest.get("memory_plan", []),
         "sections": sections,
         "manifest": artifact.manifest,
@@ -88,8 +91,33 @@ def summary(info: dict[str, Any]) -> str:
     for k in info["kernels"]:
         # cost_ns: the compiler's estimate of all the kernel's items on one core (the runtime's thread split)
         cost = f"{k['cost_ns'] / 1000:>9.1f} us" if isinstance(k.get("cost_ns"), (int, float)) else " " * 12
-        lines.append(f"  {k.get('name', k['symbol']):<24} work {k['work']:>6}  est {cost}  {'+'.join(k.get('ops', []))}")
+        work = f"work {k['work']:>6}  est {cost}" if "work" in k else f"{'(GPU only)':<28}"
+        lines.append(f"  {k.get('name', k.get('symbol')):<24} {work}  {'+'.join(k.get('ops', []))}")
+    lines.extend(_gpu_lines(m.get("cuda")))
     return "\n".join(lines)
+
+
+def _gpu_lines(cuda: dict[str, Any] | None) -> list[str]:
+    """Per SM: its sections, then per kernel its launch and what ptxas reported ('-' where
+    ptxas did not run at compile time)."""
+    if not cuda:
+        return []
+    arena = cuda.get("arena", {})
+    lines = [f"gpu code: device arena {arena.get('bytes')} B (lower bound {arena.get('lower_bound_bytes')} B), "
+             f"weights from section '{cuda.get('weights')}'"]
+    for entry in cuda.get("sms", []):
+        cubin = f"cubin {entry['cubin']} (ptxas {entry.get('ptxas', '?')})" if "cubin" in entry else "no cubin (ptxas was not installed)"
+        lines.append(f"  {entry['sm']}: ptx {entry['ptx']}, {cubin}")
+        lines.append(f"    {'symbol':<16} {'kernel':<24} {'body':<12} {'grid':>8} {'block':>6} {'regs':>5} "
+                     f"{'spills':>8} {'shared':>8}")
+        for k in entry.get("kernels", []):
+            report = k.get("ptxas", {})
+            spills = (f"{report['spill_store_bytes']}/{report['spill_load_bytes']}"
+                      if "spill_store_bytes" in report else "-")
+            shared = k.get("shared_bytes", 0) + report.get("shared_bytes", k.get("static_shared_bytes", 0))
+            lines.append(f"    {k['symbol']:<16} {k.get('name', ''):<24} {k.get('body', '?'):<12} {k['grid'][0]:>8} "
+                         f"{k['block'][0]:>6} {report.get('registers', '-'):>5} {spills:>8} {shared:>8}")
+    return lines
 
 
 def extract_sections(path: str | Path, out_dir: Path) -> list[Path]:

@@ -21,6 +21,14 @@ MAX_CHECKS = 1 << 20
 INT64_MAX = (1 << 63) - 1
 # a kernel's work: the runtime's chunk arithmetic (index x items) must not overflow int64
 MAX_WORK = INT64_MAX // 4
+# CUDA's launch limits (every SM aot targets): grid x up to 2^31 - 1, y and z 65535; a block
+# of at most 1024 threads (z at most 64); dynamic shared memory below 256 KiB on any GPU
+MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_BLOCK_THREADS = 1024
+MAX_SHARED_BYTES = 256 << 10
+# a kernel's parameters: one address each (CUDA allows 4 KiB of parameters, 8 bytes an address)
+MAX_KERNEL_ARGS = 512
 
 
 def _fail(message: str) -> ArtifactError:
@@ -130,15 +138,100 @@ def _cpu(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
 
 
 def _kernels(manifest: Mapping[str, Any]) -> None:
+    # symbol and work are the CPU code's: a GPU-only artifact's kernels may carry only a name
+    has_cpu = bool(manifest["cpu"])
     for i, kernel in enumerate(_array(manifest, "kernels")):
         where = f"kernels[{i}]"
         if not isinstance(kernel, dict):
             raise _fail(f"{where}: must be an object")
         _string(kernel, "name", where, required=False)
-        _string(kernel, "symbol", where)
-        _int(kernel, "work", where, 0, MAX_WORK)
+        _string(kernel, "symbol", where, required=has_cpu)
+        if has_cpu or "work" in kernel:
+            _int(kernel, "work", where, 0, MAX_WORK)
         if "cost_ns" in kernel:
             _int(kernel, "cost_ns", where, 0, INT64_MAX)
+
+
+def _dims(launch: Mapping[str, Any], key: str, where: str, limits: tuple[int, int, int]) -> int:
+    """A launch's grid or block, [x, y, z] each in [1, limit]; its product."""
+    dims = launch.get(key)
+    if not isinstance(dims, list) or len(dims) != 3:
+        raise _fail(f"{where}: \"{key}\" must be an array of 3 integers")
+    product = 1
+    for axis, (dim, limit) in enumerate(zip(dims, limits)):
+        if type(dim) is not int or not 1 <= dim <= limit:
+            raise _fail(f"{where}: {key}[{axis}] must be an integer in [1, {limit}]")
+        product *= dim
+    return product
+
+
+def _launch_args(launch: Mapping[str, Any], where: str, manifest: Mapping[str, Any], arena_bytes: int) -> None:
+    args = _array(launch, "args", f"{where}: ")
+    if not args or len(args) > MAX_KERNEL_ARGS:
+        raise _fail(f"{where}: \"args\" must hold 1 to {MAX_KERNEL_ARGS} arguments")
+    counts = {"input": len(manifest["inputs"]), "output": len(manifest["outputs"])}
+    sizes = {"arena": arena_bytes, "weights": manifest["weights"]["bytes"]}
+    for j, arg in enumerate(args):
+        at = f"{where}: args[{j}]"
+        if not isinstance(arg, dict):
+            raise _fail(f"{at}: must be an object")
+        kind = _string(arg, "kind", at)
+        if kind in counts:
+            if counts[kind] == 0:
+                raise _fail(f"{at}: the model has no {kind}s")
+            _int(arg, "index", at, 0, counts[kind] - 1)
+        elif kind in sizes:
+            # an address inside the buffer (or its end, for an empty value)
+            _int(arg, "offset", at, 0, sizes[kind])
+        else:
+            raise _fail(f"{at}: \"kind\" must be one of arena, weights, input, output")
+
+
+def _cuda(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
+    """The GPU code and its launch plan (FORMAT.md "cuda"): optional; when present, every SM's
+    code sections exist and its launch plan has one launch per manifest kernel, in order."""
+    if "cuda" not in manifest:
+        return
+    cuda = _object(manifest, "cuda", "")
+    arena = _object(cuda, "arena", "cuda.")
+    arena_bytes = _int(arena, "bytes", "cuda.arena", 0, INT64_MAX)
+    _alignment(arena, "cuda.arena")
+    weights = _string(cuda, "weights", "cuda")
+    if weights != manifest["weights"]["section"]:
+        raise _fail(f"cuda: \"weights\" is {weights!r}, not the weights section {manifest['weights']['section']!r}")
+    sms = _array(cuda, "sms", "cuda.")
+    if not sms:
+        raise _fail("cuda: \"sms\" is empty (GPU code has at least one architecture)")
+    kernels = manifest["kernels"]
+    seen: set[str] = set()
+    for i, entry in enumerate(sms):
+        where = f"cuda.sms[{i}]"
+        if not isinstance(entry, dict):
+            raise _fail(f"{where}: must be an object")
+        sm = _string(entry, "sm", where)
+        if not sm or sm in seen:
+            raise _fail(f"{where}: \"sm\" {sm!r} is empty or given twice")
+        seen.add(sm)
+        for key, required in (("ptx", True), ("cubin", False)):
+            section = _string(entry, key, where, required)
+            if section is not None and section not in sections:
+                raise ArtifactError(f"section {section!r}: missing (manifest {where}.{key})")
+        launches = _array(entry, "kernels", f"{where}.")
+        if len(launches) != len(kernels):
+            raise _fail(f"{where}: {len(launches)} kernels, the manifest has {len(kernels)}")
+        for j, (launch, kernel) in enumerate(zip(launches, kernels)):
+            at = f"{where}.kernels[{j}]"
+            if not isinstance(launch, dict):
+                raise _fail(f"{at}: must be an object")
+            name = _string(launch, "name", at, required=False)
+            if name is not None and name != kernel.get("name", name):
+                raise _fail(f"{at}: name {name!r} is not kernels[{j}]'s {kernel.get('name')!r}")
+            _string(launch, "symbol", at)
+            _dims(launch, "grid", at, MAX_GRID)
+            if _dims(launch, "block", at, MAX_BLOCK) > MAX_BLOCK_THREADS:
+                raise _fail(f"{at}: a block of more than {MAX_BLOCK_THREADS} threads")
+            _int(launch, "shared_bytes", at, 0, MAX_SHARED_BYTES)
+            _launch_args(launch, at, manifest, arena_bytes)
 
 
 def _checks(manifest: Mapping[str, Any]) -> None:
@@ -172,4 +265,5 @@ def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> 
     _weights(manifest, sections)
     _cpu(manifest, sections)
     _kernels(manifest)
+    _cuda(manifest, sections)
     _checks(manifest)

@@ -2,9 +2,10 @@
 
 The manifest holds only what the C runtime reads (packaging/FORMAT.md). Everything else the
 compiler knows about a model (fusion decisions, the arena plan, where each value lives, the
-LLVM target it was compiled for, which source node each run-time check guards) goes to the
-`tooling` section, zstd JSON the runtime never decodes, read by `aot inspect`, `aot
-visualize` (`inspect --graph`, `--memory-plan`), `aot verify` and the kernel profiler.
+LLVM target it was compiled for, which source node each run-time check guards, each GPU
+kernel's body and what ptxas reported of it) goes to the `tooling` section, zstd JSON the
+runtime never decodes, read by `aot inspect`, `aot visualize` (`inspect --graph`,
+`--memory-plan`), `aot verify` and the kernel profiler.
 
 Its JSON mirrors the manifest's shape: an object extends the manifest's object of the same
 key, a list extends the manifest's list of the same key entry by entry (same length, same
@@ -16,6 +17,11 @@ kernel names), so `annotated(manifest, tooling)` is the manifest as a tool wants
      "arena": {"lower_bound_bytes": 512, "temporaries_bytes": 768},
      "kernels": [{"name": "k0_dot", "ops": ["dot"], "output": "h", "inputs": ["x", "w"], "reason": "..."}],
      "checks": [{"node": "pick_rate", "value": "ok3"}],
+     "cuda": {"arena": {"lower_bound_bytes": 512},
+              "sms": [{"triple": "nvptx64-nvidia-cuda", "features": "+ptx70", "ptxas": "13.0.88",
+                       "kernels": [{"name": "k0_dot", "body": "rows", "blocks": 4, "static_shared_bytes": 0,
+                                    "ptxas": {"registers": 30, "stack_bytes": 0, "spill_store_bytes": 0,
+                                              "spill_load_bytes": 0, "shared_bytes": 0}}]}]},
      "memory_plan": [{"buffer": "b0", "values": ["h"], "offset": 0, "size": 256, "start": 0, "end": 2}],
      "values": {"h": {"kind": "arena", "index": 0, "offset": 0, "bytes": 256}}}
 
@@ -74,6 +80,41 @@ def _check_list(tooling: Mapping[str, Any], key: str, manifest: Mapping[str, Any
             raise _fail(f"{key}[{i}]: name {entry['name']!r} is not the manifest's {theirs.get('name')!r}")
 
 
+_CUDA_SM_FIELDS = {"triple": "str", "features": "str", "ptxas": "str"}
+_CUDA_KERNEL_FIELDS = {"name": "str", "body": "str", "blocks": "int", "static_shared_bytes": "int"}
+_PTXAS_FIELDS = {"registers": "int", "stack_bytes": "int", "spill_store_bytes": "int", "spill_load_bytes": "int",
+                 "shared_bytes": "int"}
+
+
+def _check_cuda(tooling: Mapping[str, Any], manifest: Mapping[str, Any]) -> None:
+    """tooling.cuda extends manifest.cuda: its sms[] entry by entry, each one's kernels[] too."""
+    if "cuda" not in tooling:
+        return
+    cuda = tooling["cuda"]
+    runtime = manifest.get("cuda")
+    if not isinstance(cuda, dict) or not isinstance(runtime, dict):
+        raise _fail("\"cuda\" must be an object, and only where the manifest has one")
+    _check_fields(cuda.get("arena", {}), "cuda.arena", {"lower_bound_bytes": "int"})
+    sms = cuda.get("sms", [])
+    if not isinstance(sms, list) or len(sms) != len(runtime["sms"]):
+        raise _fail(f"\"cuda.sms\" must be an array with one entry per manifest cuda.sms[] entry "
+                    f"({len(runtime['sms'])})")
+    for i, (entry, theirs) in enumerate(zip(sms, runtime["sms"])):
+        where = f"cuda.sms[{i}]"
+        _check_fields(entry, where, _CUDA_SM_FIELDS)
+        kernels = entry.get("kernels", [])
+        if not isinstance(kernels, list) or len(kernels) != len(theirs["kernels"]):
+            raise _fail(f"{where}: \"kernels\" must be an array with one entry per manifest kernel "
+                        f"({len(theirs['kernels'])})")
+        for j, (kernel, launch) in enumerate(zip(kernels, theirs["kernels"])):
+            at = f"{where}.kernels[{j}]"
+            _check_fields(kernel, at, _CUDA_KERNEL_FIELDS)
+            if "name" in kernel and kernel["name"] != launch.get("name", kernel["name"]):
+                raise _fail(f"{at}: name {kernel['name']!r} is not the manifest's {launch.get('name')!r}")
+            if "ptxas" in kernel:
+                _check_fields(kernel["ptxas"], f"{at}.ptxas", _PTXAS_FIELDS)
+
+
 _MEMORY_PLAN_FIELDS = {"buffer": "str", "values": "strings", "offset": "int", "size": "int", "start": "int",
                        "end": "int"}
 _VALUE_FIELDS = {"kind": "str", "index": "int", "offset": "int", "bytes": "int"}
@@ -94,6 +135,7 @@ def check_tooling(tooling: Any, manifest: Mapping[str, Any]) -> None:
     _check_list(tooling, "kernels", manifest,
                 {"name": "str", "ops": "strings", "output": "str", "inputs": "strings", "reason": "str"})
     _check_list(tooling, "checks", manifest, {"node": "str", "value": "str"})
+    _check_cuda(tooling, manifest)
     plan = tooling.get("memory_plan", [])
     if not isinstance(plan, list):
         raise _fail("\"memory_plan\" must be an array")
