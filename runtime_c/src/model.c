@@ -294,6 +294,29 @@ static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const a
   return AOT_OK;
 }
 
+/* A GPU-only artifact (no "cpu" entry, a "cuda" one): refused, naming its GPU architectures.
+ * Only names of [a-z0-9_] are echoed: the manifest is hostile input. */
+static aot_status_t refuse_gpu_only(const aot__json_t* cuda, aot_error_t* err) {
+  char sms[128] = "";
+  size_t used = 0;
+  const aot__json_t* list = cuda->kind == AOT_JSON_OBJECT ? aot__json_get(cuda, "sms") : NULL;
+  for (const aot__json_t* t = list && list->kind == AOT_JSON_ARRAY ? list->first : NULL; t;
+       t = t->next) {
+    const aot__json_t* sm = t->kind == AOT_JSON_OBJECT ? aot__json_get(t, "sm") : NULL;
+    int plain = sm && sm->kind == AOT_JSON_STRING && sm->str_len > 0 && sm->str_len < 16;
+    for (size_t i = 0; plain && i < sm->str_len; i++)
+      plain = (sm->str[i] >= 'a' && sm->str[i] <= 'z') || (sm->str[i] >= '0' && sm->str[i] <= '9') ||
+              sm->str[i] == '_';
+    int n = snprintf(sms + used, sizeof sms - used, "%s%s", used ? ", " : "", plain ? sm->str : "?");
+    if (n < 0 || (size_t)n >= sizeof sms - used) break;
+    used += (size_t)n;
+  }
+  return aot__fail(err, AOT_ERR_UNSUPPORTED,
+                   "the artifact holds GPU code only (cuda: %s); this runtime runs CPU code, and "
+                   "GPU execution is not built yet: compile with --target cpu or cpu,cuda",
+                   used ? sms : "no architectures");
+}
+
 /* The "cpu" entry for this host and its code section, bounded before it is decoded. */
 static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root,
                               const aot__json_t** out_pick, const aot__section_t** out,
@@ -301,6 +324,8 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
   const aot__json_t* cpu = aot__json_get(root, "cpu");
   if (!cpu || cpu->kind != AOT_JSON_ARRAY)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"cpu\" must be an array");
+  const aot__json_t* cuda = aot__json_get(root, "cuda");
+  if (!cpu->first && cuda) return refuse_gpu_only(cuda, err);
   const aot__json_t* pick = NULL;
   char have[256] = "";
   size_t used = 0;

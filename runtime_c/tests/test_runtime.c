@@ -370,6 +370,15 @@ static void test_manifest_errors(void) {
        "\"shape\": [4294967296, 4294967296]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "byte size overflows"},
       {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": []}", AOT_ERR_UNSUPPORTED, "no CPU code"},
+      /* GPU code only: refused by name, whatever its cuda entry holds */
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": {\"sms\": [{\"sm\": \"sm_80\"}, "
+       "{\"sm\": \"sm_90\"}]}}",
+       AOT_ERR_UNSUPPORTED, "holds GPU code only (cuda: sm_80, sm_90); this runtime runs CPU code"},
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": {\"sms\": [{\"sm\": \"\\n\"}, 7, "
+       "{\"sm\": \"sm_9999999999999999\"}]}}",
+       AOT_ERR_UNSUPPORTED, "GPU code only (cuda: ?, ?, ?)"},
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": 1}", AOT_ERR_UNSUPPORTED,
+       "GPU code only (cuda: no architectures)"},
       {MIN_MANIFEST ", \"arena\": {\"bytes\": 0}, \"weights\": {\"section\": \"weights\", "
        "\"bytes\": 8}, \"cpu\": []}",
        AOT_ERR_FORMAT, "section 'weights': missing"},
