@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
+from aot.codegen.nvptx.gemm import GEMM_BODY, GEMV_BODY
+from aot.codegen.nvptx.sort import SORT_BODY
 from aot.errors import CodegenError
 from aot.plan import Kernel
 
 __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
-BODIES: tuple[GpuBody, ...] = (ELEMENTWISE_BODY, ROWS_BODY)
+BODIES: tuple[GpuBody, ...] = (SORT_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, ROWS_BODY)
 
 
 def gpu_body_of(kernel: Kernel) -> GpuBody:
