@@ -1,0 +1,240 @@
+"""GPU code for every kernel of the suites, without a GPU: ptxas per SM, and the kernels emulated.
+
+    python benchmarks/gpu_suite.py                          # benchmark, light, stablehlo, 60 node cases
+    python benchmarks/gpu_suite.py --suite light --no-emulate
+    python benchmarks/gpu_suite.py --suite node --node-sample 200 --seed 3
+    python benchmarks/gpu_suite.py --kernels kernels.md     # also every kernel's ptxas line
+
+For each model: the plan (the CPU path's pipeline: same kernels, layouts and arena), its
+NVPTX kernels for each SM (sm_80 and sm_90 unless --sm), each assembled by ptxas -v
+(registers, spills, shared memory), and, unless --no-emulate, the kernels run on the
+host in plan order (aot/codegen/nvptx/emulate.py: blocks and threads as loops, split
+at barriers) on the case's inputs, compared with its expected outputs (onnx's stored
+outputs, JAX's for StableHLO, onnxruntime's for the benchmark models) with the case's
+tolerances. Prints a table per model and a summary; exit status 1 if any model fails.
+The benchmark models need torch (models/make_benchmarks.py); without it they are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "models"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import onnx_suite  # noqa: E402
+
+SUITES = ("benchmark", "light", "stablehlo", "node")
+STABLEHLO_DIR = ROOT / "tests" / "data" / "stablehlo"
+
+
+@dataclass
+class GpuCase:
+    name: str
+    suite: str
+    model: Any  # onnx.ModelProto or a Path to StableHLO text
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray] | None
+    rtol: float
+    atol: float
+    shapes: dict[str, tuple[int, ...]] | None = None
+
+
+@dataclass
+class Row:
+    case: GpuCase
+    status: str = "ok"  # ok | rejected | ptxas | mismatch | crashed
+    reason: str = ""
+    kernels: int = 0
+    bodies: Counter = field(default_factory=Counter)
+    registers: dict[str, int] = field(default_factory=dict)  # sm -> max over kernels
+    spilling: dict[str, int] = field(default_factory=dict)  # sm -> kernels with spill stores
+    shared: int = 0  # max static shared bytes of a kernel
+    max_error: float = 0.0
+    seconds: float = 0.0
+    per_kernel: list[str] = field(default_factory=list)
+
+
+def _benchmark_cases(work: Path) -> list[GpuCase]:
+    try:
+        import make_benchmarks
+        import onnx
+        import onnxruntime as ort
+    except ModuleNotFoundError as err:
+        print(f"benchmark models skipped: {err}", file=sys.stderr)
+        return []
+    cases = []
+    for name in make_benchmarks.MODELS:
+        path = make_benchmarks.make(name, work)
+        x = np.load(path.with_suffix(".input.npy"))
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        expected = session.run(None, {session.get_inputs()[0].name: x})
+        cases.append(GpuCase(name, "benchmark", onnx.load(str(path)), [x], expected, 1e-3, 1e-4))
+    return cases
+
+
+def _light_cases() -> list[GpuCase]:
+    """onnx's light models on seeded normal inputs, against onnxruntime: their stored inputs
+    (arange / n) give near-constant outputs (squeezenet: 0.001 everywhere) that hide errors."""
+    import onnxruntime as ort
+
+    cases = []
+    for c in onnx_suite.load_cases(["light"]):
+        session = ort.InferenceSession(c.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal(np.asarray(x).shape).astype(np.float32) for x in c.data_sets[0][0]]
+        expected = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), inputs)})
+        cases.append(GpuCase(c.name.removeprefix("test_"), "light", c.model, inputs, expected, c.rtol, max(c.atol, 1e-5)))
+    return cases
+
+
+def _stablehlo_cases() -> list[GpuCase]:
+    """The StableHLO test cases; expected outputs come from the reference interpreter (run_case),
+    which tests/importers/stablehlo checks against JAX's stored outputs."""
+    import ml_dtypes
+
+    cases = []
+    for path in sorted(STABLEHLO_DIR.rglob("*.mlir")):
+        arrays = {}
+        for key, value in np.load(path.with_suffix(".npz")).items():
+            if key.startswith("bf16_"):  # stored as uint16 bits
+                key, value = key[len("bf16_"):], value.view(ml_dtypes.bfloat16)
+            arrays[key] = value
+        inputs = [arrays[f"in_{i}"] for i in range(sum(k.startswith("in_") for k in arrays))]
+        name = str(path.relative_to(STABLEHLO_DIR).with_suffix(""))
+        shapes = {"x": inputs[0].shape} if name == "mlp_poly" else None  # shape-polymorphic export
+        cases.append(GpuCase(name, "stablehlo", path, inputs, None, 1e-4, 1e-5, shapes))
+    return cases
+
+
+def _node_cases(sample: int, seed: int) -> list[GpuCase]:
+    cases = onnx_suite.load_cases(["node"])
+    random.Random(seed).shuffle(cases)
+    picked = []
+    for c in cases[:sample]:
+        inputs = [onnx_suite._as_array(x) for x in c.data_sets[0][0]]
+        expected = [onnx_suite._as_array(x) for x in c.data_sets[0][1]]
+        if not all(isinstance(x, np.ndarray) for x in inputs + expected):
+            continue  # sequences and optionals: not tensors
+        picked.append(GpuCase(c.name.removeprefix("test_"), "node", c.model, inputs, expected, c.rtol, c.atol,
+                              onnx_suite.symbolic_shapes(c.model, inputs) or None))
+    return picked
+
+
+def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
+    from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu, ptxas_path
+    from aot.codegen.nvptx.emulate import emulate as run_emulated
+    from aot.driver import import_model
+    from aot.errors import AotError
+    from aot.interpreter import interpret
+    from aot.pipeline import run_pipeline
+
+    row = Row(case)
+    start = time.perf_counter()
+    try:
+        try:
+            graph, _, _ = import_model(case.model, case.shapes)
+            inputs = [np.asarray(x).astype(v.type.dtype.to_numpy()) for x, v in zip(case.inputs, graph.inputs)]
+            expected = case.expected
+            if expected is None:  # the oracle: the reference interpreter on the imported graph
+                expected = interpret(import_model(case.model, case.shapes)[0], dict(zip(graph.input_names, inputs)))
+            plan = run_pipeline(graph)
+            codes = {sm: emit_gpu(plan, NvptxTarget(sm)) for sm in sms}
+        except AotError as err:
+            row.status, row.reason = "rejected", f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            return row
+        first = codes[sms[0]]
+        row.kernels = len(first.kernels)
+        row.bodies = Counter(k.body for k in first.kernels)
+        row.shared = max((k.static_shared_bytes for k in first.kernels), default=0)
+        if ptxas_path() is not None:
+            for sm, code in codes.items():
+                try:
+                    info = assemble(code.ptx, sm)
+                except AotError as err:
+                    row.status, row.reason = "ptxas", str(err).splitlines()[0]
+                    return row
+                row.registers[sm] = max((i.registers for i in info.values()), default=0)
+                row.spilling[sm] = sum(1 for i in info.values() if i.spill_store_bytes)
+                for k in code.kernels:
+                    i = info[k.symbol]
+                    row.per_kernel.append(f"| {case.name} | {sm} | {k.symbol} | {k.name} | {k.body} | {k.grid} | "
+                                          f"{k.block} | {i.registers} | {i.spill_store_bytes} | {k.static_shared_bytes} |")
+        if emulate:
+            outputs = run_emulated(plan, inputs)
+            why = onnx_suite.compare_outputs(outputs, expected, case.rtol, case.atol)
+            for out, ref in zip(outputs, expected):
+                if out.shape == ref.shape and out.dtype.kind == "f" and out.size:
+                    with np.errstate(invalid="ignore"):
+                        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+                    finite = diff[np.isfinite(diff)]
+                    row.max_error = max(row.max_error, float(finite.max()) if finite.size else 0.0)
+            if why:
+                row.status, row.reason = "mismatch", why
+    except Exception as err:  # a compiler bug: report it and go on
+        row.status, row.reason = "crashed", f"{type(err).__name__}: {err} ({traceback.extract_tb(err.__traceback__)[-1].name})"
+    finally:
+        row.seconds = time.perf_counter() - start
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", action="append", choices=SUITES, help="suites to run (default: all)")
+    parser.add_argument("--sm", default="sm_80,sm_90")
+    parser.add_argument("--node-sample", type=int, default=60, help="node cases drawn at random")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-emulate", action="store_true", help="ptxas only")
+    parser.add_argument("--filter", action="append", default=[], help="only cases whose name contains this")
+    parser.add_argument("--kernels", type=Path, help="write every kernel's ptxas line (markdown) here")
+    args = parser.parse_args(argv)
+    from aot.codegen.nvptx import ptxas_path
+
+    suites = args.suite or list(SUITES)
+    sms = args.sm.split(",")
+    if ptxas_path() is None:
+        print("ptxas is not installed: no assembly, emulation only", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        cases: list[GpuCase] = []
+        for suite in suites:
+            cases += {"benchmark": lambda: _benchmark_cases(Path(tmp)), "light": _light_cases,
+                      "stablehlo": _stablehlo_cases, "node": lambda: _node_cases(args.node_sample, args.seed)}[suite]()
+        if args.filter:
+            cases = [c for c in cases if any(f in c.name for f in args.filter)]
+        print(f"| model | suite | kernels | bodies | regs {'/'.join(sms)} | spilling kernels | max smem B | "
+              f"emulated max err | s | status |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        rows = []
+        for case in cases:
+            row = run_case(case, sms, not args.no_emulate)
+            rows.append(row)
+            bodies = ", ".join(f"{name} {n}" for name, n in sorted(row.bodies.items()))
+            regs = "/".join(str(row.registers.get(sm, "-")) for sm in sms)
+            spills = "/".join(str(row.spilling.get(sm, "-")) for sm in sms)
+            status = row.status + (f": {row.reason[:160]}" if row.reason else "")
+            print(f"| {case.name} | {case.suite} | {row.kernels} | {bodies} | {regs} | {spills} | {row.shared} | "
+                  f"{row.max_error:.2e} | {row.seconds:.1f} | {status} |", flush=True)
+    counts = Counter(r.status for r in rows)
+    print(f"\n{len(rows)} models: " + ", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    if args.kernels is not None:
+        lines = ["| model | sm | symbol | kernel | body | grid | block | registers | spill stores B | smem B |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        args.kernels.write_text("\n".join(lines + [line for r in rows for line in r.per_kernel]) + "\n")
+    # a node case the importer rejects is the CPU path's story (onnx_suite.py); the rest must pass
+    bad = [r for r in rows if r.status in ("ptxas", "mismatch", "crashed") or (r.status == "rejected" and r.case.suite != "node")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
