@@ -8,6 +8,7 @@ from __future__ import annotations
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.conv import DIRECT_CONV_BODY, GEMM_CONV_BODY
 from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
+from aot.codegen.nvptx.pool import GLOBAL_POOL_BODY, WINDOW_POOL_BODY
 from aot.codegen.nvptx.gemm import GEMM_BODY, GEMV_BODY
 from aot.codegen.nvptx.sort import SORT_BODY
 from aot.errors import CodegenError
@@ -16,7 +17,7 @@ from aot.plan import Kernel
 __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
 BODIES: tuple[GpuBody, ...] = (SORT_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, GEMM_CONV_BODY, DIRECT_CONV_BODY,
-                               ROWS_BODY)
+                               WINDOW_POOL_BODY, GLOBAL_POOL_BODY, ROWS_BODY)
 
 
 def gpu_body_of(kernel: Kernel) -> GpuBody:
