@@ -154,6 +154,10 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
     if artifact is not None:
         artifact_bytes = read_artifact_bytes(Path(artifact))
         manifest = read_artifact(artifact_bytes).manifest
+        if not manifest["cpu"]:  # verify runs the CPU code; a GPU-only artifact has none
+            sms = ", ".join(s["sm"] for s in manifest.get("cuda", {}).get("sms", []))
+            raise ArtifactError(f"'{artifact}' holds GPU code only (cuda: {sms or 'none'}): verify runs CPU code; "
+                                f"compile with --target cpu,cuda")
         cpu = manifest["cpu"][0].get("cpu", cpu)
         check_runnable(cpu)
         compiled = None

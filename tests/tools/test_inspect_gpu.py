@@ -90,3 +90,11 @@ def test_wrong_target_options_are_usage_errors(model, tmp_path, args, message):
     result = CliRunner().invoke(compile_main, [str(model), "-o", str(out), *args])
     assert result.exit_code == EXIT_USAGE and message in result.output, result.output
     assert not out.exists() and "Traceback" not in result.output
+
+
+def test_verify_refuses_a_gpu_only_artifact(model, tmp_path):
+    path = tmp_path / "gpu.aot"
+    _compile([model, "--target", "cuda", "-o", path])
+    result = CliRunner().invoke(main, ["verify", str(model), "--artifact", str(path)])
+    assert result.exit_code == 1 and "holds GPU code only (cuda: sm_80, sm_90): verify runs CPU code" in result.output
+    assert "Traceback" not in result.output
