@@ -1,14 +1,22 @@
-"""Shared by the GPU packaging tests: a small model whose GPU launches read model inputs, packed
+"""GPU kernel checks without a GPU: a model's plan, its kernels emulated on the host
+(aot/codegen/nvptx/emulate.py) against onnxruntime, and its PTX through ptxas where installed;
+and, for the GPU packaging tests, a small model whose GPU launches read model inputs, packed
 weights and the arena and write an output, and the marker for tests that need ptxas."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu
+from aot.codegen.nvptx.emulate import emulate
 from aot.codegen.nvptx.ptxas import ptxas_path
+from aot.importers.onnx import import_onnx
+from aot.pipeline import run_pipeline
 from onnx_util import make_model, vinfo
 
+SMS = ("sm_80", "sm_90")
 needs_ptxas = pytest.mark.skipif(ptxas_path() is None, reason="ptxas (CUDA toolkit) is not on PATH")
 
 
@@ -27,3 +35,36 @@ def dense_softmax_model():
 def feeds(seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"x": rng.standard_normal((4, 8)).astype(np.float32), "x2": rng.standard_normal((4, 16)).astype(np.float32)}
+
+
+def gpu_plan(model):
+    return run_pipeline(import_onnx(model))
+
+
+def emulated_matches_onnxruntime(model, feeds: dict[str, np.ndarray], rtol=1e-5, atol=1e-5, plan=None):
+    """Emulate the plan's GPU kernels on `feeds` and compare every output with onnxruntime's;
+    returns the plan (for tests that look at its GPU kernels)."""
+    plan = plan or gpu_plan(model)
+    ours = emulate(plan, [feeds[name] for name in plan.graph.input_names])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    theirs = session.run(None, feeds)
+    assert len(ours) == len(theirs)
+    for name, mine, ref in zip(plan.graph.output_names, ours, theirs):
+        assert mine.shape == ref.shape and mine.dtype == ref.dtype, (name, mine.shape, mine.dtype, ref.shape, ref.dtype)
+        if ref.dtype.kind in "fc":
+            np.testing.assert_allclose(mine, ref, rtol=rtol, atol=atol, err_msg=f"output {name}")
+        else:
+            np.testing.assert_array_equal(mine, ref, err_msg=f"output {name}")
+    return plan
+
+
+def assembles_for_every_sm(plan) -> dict:
+    """ptxas's report per SM ({} where ptxas is not installed); fails on any rejected PTX."""
+    if ptxas_path() is None:
+        return {}
+    reports = {}
+    for sm in SMS:
+        code = emit_gpu(plan, NvptxTarget(sm))
+        reports[sm] = assemble(code.ptx, sm)
+        assert sorted(reports[sm]) == sorted(k.symbol for k in code.kernels)
+    return reports
