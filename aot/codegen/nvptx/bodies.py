@@ -10,6 +10,7 @@ from aot.codegen.nvptx.conv import DIRECT_CONV_BODY, GEMM_CONV_BODY
 from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
 from aot.codegen.nvptx.pool import GLOBAL_POOL_BODY, WINDOW_POOL_BODY
 from aot.codegen.nvptx.gemm import GEMM_BODY, GEMV_BODY
+from aot.codegen.nvptx.reduce import REDUCE_BODY
 from aot.codegen.nvptx.sort import SORT_BODY
 from aot.errors import CodegenError
 from aot.plan import Kernel
@@ -17,7 +18,7 @@ from aot.plan import Kernel
 __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
 BODIES: tuple[GpuBody, ...] = (SORT_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, GEMM_CONV_BODY, DIRECT_CONV_BODY,
-                               WINDOW_POOL_BODY, GLOBAL_POOL_BODY, ROWS_BODY)
+                               WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, ROWS_BODY)
 
 
 def gpu_body_of(kernel: Kernel) -> GpuBody:
