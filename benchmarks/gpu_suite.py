@@ -49,6 +49,7 @@ class GpuCase:
     rtol: float
     atol: float
     shapes: dict[str, tuple[int, ...]] | None = None
+    source: Any = None  # the onnx_suite.Case of a node case (its inputs may be bound to constants)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def _node_cases(sample: int, seed: int) -> list[GpuCase]:
         if not all(isinstance(x, np.ndarray) for x in inputs + expected):
             continue  # sequences and optionals: not tensors
         picked.append(GpuCase(c.name.removeprefix("test_"), "node", c.model, inputs, expected, c.rtol, c.atol,
-                              onnx_suite.symbolic_shapes(c.model, inputs) or None))
+                              onnx_suite.symbolic_shapes(c.model, inputs) or None, c))
     return picked
 
 
@@ -144,11 +145,22 @@ def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
     start = time.perf_counter()
     try:
         try:
-            graph, _, _ = import_model(case.model, case.shapes)
-            inputs = [np.asarray(x).astype(v.type.dtype.to_numpy()) for x, v in zip(case.inputs, graph.inputs)]
+            given = case.inputs
+            try:
+                graph, _, _ = import_model(case.model, case.shapes)
+                bind = None
+            except AotError as err:
+                # as onnx_suite.py and `aot-compile --bind`: parameters fed as inputs become constants
+                bind = onnx_suite.freeze_int_inputs(case.source, str(err)) if case.source is not None else {}
+                if not bind:
+                    raise
+                graph, _, _ = import_model(case.model, case.shapes, bind)
+                names = [vi.name for vi in onnx_suite._real_inputs(case.model)]
+                given = [x for name, x in zip(names, case.inputs) if name not in bind]
+            inputs = [np.asarray(x).astype(v.type.dtype.to_numpy()) for x, v in zip(given, graph.inputs)]
             expected = case.expected
             if expected is None:  # the oracle: the reference interpreter on the imported graph
-                expected = interpret(import_model(case.model, case.shapes)[0], dict(zip(graph.input_names, inputs)))
+                expected = interpret(import_model(case.model, case.shapes, bind)[0], dict(zip(graph.input_names, inputs)))
             plan = run_pipeline(graph)
             codes = {sm: emit_gpu(plan, NvptxTarget(sm)) for sm in sms}
         except AotError as err:
