@@ -1,7 +1,7 @@
 """The GPU kernel bodies, in the one order a kernel tries them: the first whose `applies`
 takes the kernel emits it. The elemental rows body takes every kernel the elemental
 emitter can compute, so it comes last; sort, argsort and scatter have no elemental
-lowering and no GPU body yet, and are refused by name.
+lowering: they have bodies of their own (sort.py, scatter.py).
 """
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_
 from aot.codegen.nvptx.pool import GLOBAL_POOL_BODY, WINDOW_POOL_BODY
 from aot.codegen.nvptx.gemm import GEMM_BODY, GEMV_BODY
 from aot.codegen.nvptx.reduce import REDUCE_BODY
+from aot.codegen.nvptx.scatter import SCATTER_BODY
 from aot.codegen.nvptx.sort import SORT_BODY
 from aot.errors import CodegenError
 from aot.plan import Kernel
 
 __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
-BODIES: tuple[GpuBody, ...] = (SORT_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, GEMM_CONV_BODY, DIRECT_CONV_BODY,
-                               WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, ROWS_BODY)
+BODIES: tuple[GpuBody, ...] = (SORT_BODY, SCATTER_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, GEMM_CONV_BODY,
+                               DIRECT_CONV_BODY, WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, ROWS_BODY)
 
 
 def gpu_body_of(kernel: Kernel) -> GpuBody:

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.elemental import ElementalEmitter
 from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range, linearize
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import MAX_GRID, WARP, Simt
@@ -144,7 +143,7 @@ class _SharedRow:
 
 
 @contextmanager
-def _strided(simt: Simt, tid: ir.Value, count: int, name: str) -> Iterator[ir.Value]:
+def strided(simt: Simt, tid: ir.Value, count: int, name: str) -> Iterator[ir.Value]:
     """for (i = tid; i < count; i += block_dim): yields i (a thread's share of count items)."""
     b = simt.builder
     with for_range(b, 0, ceil_div(count, simt.block_dim), name) as r:
@@ -175,16 +174,16 @@ class _Row:
 
 
 @contextmanager
-def _phase(simt: Simt, e: ElementalEmitter) -> Iterator[ir.Value]:
+def phase(ctx: GpuContext) -> Iterator[ir.Value]:
     """A phase with its own elemental cache scope (no value computed in it leaks to the next)."""
-    with simt.threads() as tid:
-        e.push_scope()
+    with ctx.simt.threads() as tid:
+        ctx.elemental.push_scope()
         yield tid
-        e.pop_scope()
+        ctx.elemental.pop_scope()
 
 
 def _emit(ctx: GpuContext) -> None:
-    simt, b, e = ctx.simt, ctx.builder, ctx.elemental
+    simt, b = ctx.simt, ctx.builder
     node = ctx.kernel.root.producer
     x, dim, n = _row(ctx.kernel)
     if x.type.size == 0:
@@ -206,8 +205,8 @@ def _bitonic(ctx: GpuContext, row: _Row, shared: _SharedRow, descending: bool) -
     simt, b, e = ctx.simt, ctx.builder, ctx.elemental
     node = ctx.kernel.root.producer
     dtype, n = row.x.type.dtype, row.n
-    with _phase(simt, e) as tid:
-        with _strided(simt, tid, n, "load") as j:
+    with phase(ctx) as tid:
+        with strided(simt, tid, n, "load") as j:
             e.push_scope()
             shared.put(b, j, order_key(b, row.input(j), dtype, descending), j)
             e.pop_scope()
@@ -218,8 +217,8 @@ def _bitonic(ctx: GpuContext, row: _Row, shared: _SharedRow, descending: bool) -
         stride = size // 2
         first = True
         while stride >= 1:
-            with _phase(simt, e) as tid:
-                with _strided(simt, tid, padded // 2, f"k{size}.j{stride}") as p:
+            with phase(ctx) as tid:
+                with strided(simt, tid, padded // 2, f"k{size}.j{stride}") as p:
                     # pair p: the slot with bit log2(stride) clear, and its partner
                     block_start = b.shl(b.lshr(p, const_i64(stride.bit_length() - 1)), const_i64(stride.bit_length()))
                     offset = b.and_(p, const_i64(stride - 1))
@@ -232,8 +231,8 @@ def _bitonic(ctx: GpuContext, row: _Row, shared: _SharedRow, descending: bool) -
             first = False
             stride //= 2
         size *= 2
-    with _phase(simt, e) as tid:
-        with _strided(simt, tid, n, "store") as j:
+    with phase(ctx) as tid:
+        with strided(simt, tid, n, "store") as j:
             e.push_scope()
             position = shared.position(b, j)
             if node.op == "argsort":
@@ -258,8 +257,8 @@ def _odd_even(ctx: GpuContext, row: _Row, descending: bool) -> None:
         value = row.input(e.convert(stored, out_dtype, DType.I64)) if argsort else e.from_storage(stored, dtype, "v")
         return stored, order_key(b, value, dtype, descending)
 
-    with _phase(simt, e) as tid:
-        with _strided(simt, tid, n, "copy") as j:
+    with phase(ctx) as tid:
+        with strided(simt, tid, n, "copy") as j:
             e.push_scope()
             first = e.convert(j, DType.I64, out_dtype) if argsort else e.to_storage(row.input(j), dtype)
             b.store(first, row.out(j))
@@ -267,8 +266,8 @@ def _odd_even(ctx: GpuContext, row: _Row, descending: bool) -> None:
     simt.sync()
     with simt.uniform_range(0, n, "round") as r:
         parity = b.and_(r, const_i64(1))
-        with _phase(simt, e) as tid:
-            with _strided(simt, tid, n // 2, "pair") as p:
+        with phase(ctx) as tid:
+            with strided(simt, tid, n // 2, "pair") as p:
                 low = b.add(b.shl(p, const_i64(1)), parity)
                 high = b.add(low, const_i64(1))
                 with b.if_then(b.icmp_unsigned("<", high, const_i64(n))):
