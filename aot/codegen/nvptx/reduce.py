@@ -84,6 +84,15 @@ class Layout:
     def blocks(self) -> int:
         return ceil_div(self.plan.count, self.groups)
 
+    @property
+    def reason(self) -> str:
+        """Why the launch has this shape, for a reader of the launch plan."""
+        plan = self.plan
+        what = f"a root row of {plan.row}" if plan.row > 1 else "a root element"
+        return (f"{plan.count} groups ({what} each), {len(plan.reduces)} reduction(s) over up to {plan.extent} "
+                f"elements: {self.threads} threads a group (up to {ceil_div(plan.extent, self.threads)} elements "
+                f"each), {self.groups} group(s) a block")
+
 
 def layout(kernel: Kernel) -> Layout | None:
     plan = row_groups.find(kernel)

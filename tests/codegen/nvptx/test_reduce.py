@@ -133,6 +133,9 @@ def test_block_shapes():
     assert shape_of(_one("Softmax", (3, 4097), axis=-1)) == (512, 1, 3)
     assert shape_of(_layer_norm((4, 768))) == (192, 1, 4)
     assert shape_of(_reduce("ReduceSum", (64, 50), (0, 1), 0)) == (512, 1, 1)
+    (kernel,) = gpu_plan(_one("Softmax", (3, 4097), axis=-1)).kernels
+    assert layout(kernel).reason == ("3 groups (a root row of 4097 each), 2 reduction(s) over up to 4097 elements: "
+                                     "512 threads a group (up to 9 elements each), 1 group(s) a block")
 
 
 def test_declines_reductions_over_outer_dims():
