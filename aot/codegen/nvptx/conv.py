@@ -11,9 +11,9 @@ implicit_gemm: packed_conv (weight Wp [OB, C/g, *K, L], each block's channels in
         B[k, o] = w[o, c, i, j]   = Wp[o / L, k, lane(o)] packed, w[o*K + k] plain
 
     A block computes a tile of BM pixels x BN channels of one group (256 threads,
-    each a TM x TN register tile); per K step of BK it stages the im2col'd A tile
-    and the B tile in shared memory (As[BK][BM], Bs[BK][BN]: a thread reads TM
-    consecutive pixels and TN consecutive channels as vector loads). The next
+    each a TM x TN register tile, 4 x 4 or 8 x 8); per K step of BK it stages the im2col'd A tile
+    and the B tile in shared memory (As[BK][BM], Bs[BK][BN]: a thread reads its TM
+    pixels and TN channels in runs of 4, one vector load each). The next
     step's global loads are issued into registers before the FMAs on the current
     tile (the register prefetch of SGEMM kernels), so their latency hides behind
     the BK*TM*TN FMAs. A-tile loads run along pixels, so a warp reads consecutive
@@ -52,8 +52,8 @@ from aot.ir.types import DType
 from aot.plan import Kernel
 
 THREADS = 256
-# register tile of a thread: TM pixels x TN channels (16 accumulators; ptxas: see the tests)
-TM = TN = 4
+# blocks a 128 x 128 tiling must have to be chosen over 64 x 64 (two per SM of an H200)
+WIDE_MIN_BLOCKS = 264
 BK = 8  # K per shared-memory step: As and Bs hold BK rows each
 # below this many output channels a group (or taps), a GEMM tile would be mostly idle
 MIN_GEMM_CHANNELS = 16
@@ -203,19 +203,41 @@ def _fma(b: ir.IRBuilder, a: ir.Value, c: ir.Value, acc: ir.Value) -> ir.Value:
 class GemmTile:
     bm: int  # pixels per block
     bn: int  # channels per block (within one group)
+    tm: int  # pixels per thread
+    tn: int  # channels per thread
 
     @staticmethod
     def of(s: ConvShape) -> GemmTile:
-        """BN: the narrowest of 16, 32, 64 holding the group's channels (64 at most); BM then
-        fills the 256 threads with TM x TN tiles."""
+        """128 x 128 with 8 x 8 per thread (CUTLASS's SGEMM tile: 64 FMAs per 4 shared vector
+        loads; ptxas gives it ~160-180 registers, so one block an SM: bounding it to 128 for
+        two spilled 44-60 bytes, a trade to measure on a GPU) where the groups are that wide and the grid still has WIDE_MIN_BLOCKS blocks;
+        otherwise 4 x 4 per thread and BN the narrowest of 16, 32, 64 holding the group's
+        channels, BM filling the 256 threads (more, smaller blocks: at batch 1 a 56x56x64
+        conv is 49 blocks of 64 x 64, already fewer than an H200's 132 SMs)."""
+        wide = ceil_div(s.pixels, 128) * ceil_div(s.group_outputs, 128) * s.groups
+        if s.group_outputs >= 128 and wide >= WIDE_MIN_BLOCKS:
+            return GemmTile(128, 128, 8, 8)
         bn = 16
         while bn < 64 and bn < s.group_outputs:
             bn *= 2
-        return GemmTile(THREADS * TM * TN // bn, bn)
+        return GemmTile(THREADS * 4 * 4 // bn, bn, 4, 4)
 
     @property
     def threads_m(self) -> int:
-        return self.bm // TM
+        return self.bm // self.tm
+
+    def rows(self, tx: int | ir.Value, b: ir.IRBuilder) -> list[ir.Value]:
+        """The tile rows (pixels) thread column tx holds: runs of 4 (one vector load each),
+        threads_m * 4 apart, so a warp's loads of a run are consecutive in shared memory."""
+        return _runs(b, tx, self.tm, self.threads_m)
+
+    def columns(self, ty: ir.Value, b: ir.IRBuilder) -> list[ir.Value]:
+        return _runs(b, ty, self.tn, THREADS // self.threads_m)
+
+
+def _runs(b: ir.IRBuilder, t: ir.Value, count: int, threads: int) -> list[ir.Value]:
+    first = b.mul(t, const_i64(4))
+    return [b.add(first, const_i64(q * threads * 4 + r)) for q in range(count // 4) for r in range(4)]
 
 
 def _gemm_applies(kernel: Kernel) -> bool:
@@ -234,7 +256,7 @@ def _emit_gemm(ctx: GpuContext) -> None:
     a_loads, b_loads = ceil_div(BK * t.bm, THREADS), ceil_div(BK * t.bn, THREADS)
     a_smem = simt.shared(F32, BK * t.bm, "a_tile")
     b_smem = simt.shared(F32, BK * t.bn, "b_tile")
-    acc = [[simt.thread_var(F32, f"acc{r}_{c}") for c in range(TN)] for r in range(TM)]
+    acc = [[simt.thread_var(F32, f"acc{r}_{c}") for c in range(t.tn)] for r in range(t.tm)]
     a_next = [simt.thread_var(F32, f"a_next{i}") for i in range(a_loads)]
     b_next = [simt.thread_var(F32, f"b_next{i}") for i in range(b_loads)]
     packed = conv.op == "packed_conv"
@@ -334,12 +356,13 @@ def _emit_gemm(ctx: GpuContext) -> None:
 
     def compute(tid: ir.Value) -> None:
         tx, ty = b.urem(tid, const_i64(t.threads_m)), b.udiv(tid, const_i64(t.threads_m))
+        rows, columns = t.rows(tx, b), t.columns(ty, b)
         accs = [[b.load(slot.at(b, tid)) for slot in row] for row in acc]
         for kk in range(BK):
-            a = _vector_load(b, a_smem, b.add(const_i64(kk * t.bm), b.mul(tx, const_i64(TM))), TM)
-            w = _vector_load(b, b_smem, b.add(const_i64(kk * t.bn), b.mul(ty, const_i64(TN))), TN)
-            for r in range(TM):
-                for c in range(TN):
+            a = [v for run in rows[::4] for v in _vector_load(b, a_smem, b.add(const_i64(kk * t.bm), run), 4)]
+            w = [v for run in columns[::4] for v in _vector_load(b, b_smem, b.add(const_i64(kk * t.bn), run), 4)]
+            for r in range(t.tm):
+                for c in range(t.tn):
                     accs[r][c] = _fma(b, a[r], w[c], accs[r][c])
         for row, values in zip(acc, accs):
             for slot, value in zip(row, values):
@@ -347,12 +370,13 @@ def _emit_gemm(ctx: GpuContext) -> None:
 
     def store(tid: ir.Value, m0: ir.Value, group: ir.Value, o0: ir.Value) -> None:
         tx, ty = b.urem(tid, const_i64(t.threads_m)), b.udiv(tid, const_i64(t.threads_m))
-        for r in range(TM):
-            m = b.add(m0, b.add(b.mul(tx, const_i64(TM)), const_i64(r)))
+        rows, columns = t.rows(tx, b), t.columns(ty, b)
+        for r in range(t.tm):
+            m = b.add(m0, rows[r])
             m_ok = b.icmp_unsigned("<", m, const_i64(s.pixels))
             n, oh, ow = pixel(b.select(m_ok, m, ZERO))
-            for c in range(TN):
-                o_local = b.add(o0, b.add(b.mul(ty, const_i64(TN)), const_i64(c)))
+            for c in range(t.tn):
+                o_local = b.add(o0, columns[c])
                 ok = b.and_(m_ok, b.icmp_unsigned("<", o_local, const_i64(s.group_outputs)))
                 o = b.add(b.mul(group, const_i64(s.group_outputs)), o_local)
                 slot = acc[r][c]

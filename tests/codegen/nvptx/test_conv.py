@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aot.codegen.nvptx import NvptxTarget, emit_gpu
+from aot.codegen.nvptx import NvptxTarget, conv, emit_gpu
 from gpu_util import assembles_for_every_sm, emulated_matches_onnxruntime
 from onnx_util import make_model
 
@@ -134,3 +134,12 @@ def test_1d_depthwise():
 @pytest.mark.parametrize("bias", [False, True])
 def test_no_bias_and_bias(bias):
     check(conv_model((1, 4, 6, 6), (16, 4, 3, 3), bias=bias), (1, 4, 6, 6), [GEMM])
+
+
+def test_wide_tile_8x8(monkeypatch):
+    # the 128 x 128 tile (8 x 8 a thread) is for large grids: allowed here at any size; O = 136
+    # leaves a partial column tile and a partial 16-lane block, 156 pixels a partial row tile
+    monkeypatch.setattr(conv, "WIDE_MIN_BLOCKS", 1)
+    model = conv_model((1, 6, 12, 13), (136, 6, 3, 3), pads=[1] * 4, act="Relu")
+    plan = check(model, (1, 6, 12, 13), [GEMM])
+    assert conv.GemmTile.of(conv.ConvShape.of(plan.kernels[0].nodes[0])) == conv.GemmTile(128, 128, 8, 8)
