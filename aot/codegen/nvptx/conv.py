@@ -42,11 +42,10 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.epilogue import Epilogue
-from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range
+from aot.codegen.cpu.loops import const_i64, delinearize, for_range
 from aot.codegen.cpu.math import F32, intrinsic
 from aot.codegen.nvptx.body import GpuBody, GpuContext
-from aot.codegen.nvptx.simt import ThreadVar
-from aot.ir.graph import Node, Value
+from aot.ir.graph import Node
 from aot.ir.ops import Packing
 from aot.ir.types import DType
 from aot.plan import Kernel

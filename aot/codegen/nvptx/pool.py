@@ -163,7 +163,7 @@ def _global_pool(kernel: Kernel) -> Node | None:
     reach = {id(pool.out)}
     for node in kernel.nodes:
         if node is not pool and any(id(v) in reach for v in node.inputs):
-            if node.op not in ELEMENTWISE and node.op != "reshape" or node.out.type.size != pool.out.type.size:
+            if (node.op not in ELEMENTWISE and node.op != "reshape") or node.out.type.size != pool.out.type.size:
                 return None
             reach.add(id(node.out))
     return pool if id(root.out) in reach else None
