@@ -14,7 +14,7 @@ gemm: a classic tiled SGEMM. A block of 256 threads computes a BM x BN output ti
     consecutive threads walk; a packed weight's [K, L] panel is read lane-fastest as
     one contiguous run) and zero-filled past the edges; sync; each thread runs BK
     rank-1 updates from shared memory (16-byte loads, conflict-free: A stored
-    k-major with its rows padded); sync.
+    k-major with its rows padded).
 gemv: M <= SMALL_ROWS rows (decode-time shapes, attention of one query). A 64-row
     tile would idle most of its threads, and N / BN blocks are too few to fill a
     GPU, so a block takes GEMV_COLUMNS columns and splits K over its 256 threads
@@ -23,6 +23,11 @@ gemv: M <= SMALL_ROWS rows (decode-time shapes, attention of one query). A 64-ro
     read once, GEMV_UNROLL loads in flight) and keeps all M rows' accumulators;
     the A chunk is staged in shared memory; the KG partial sums meet in shared
     memory at the end.
+
+Each K step syncs before it stages (the previous step's readers are done) and after
+(the tiles are complete); no sync follows the last step's reads. The kernels declare
+__launch_bounds__(256, 2): at most 128 registers a thread, and none spilled on the
+shapes tested (tests/codegen/nvptx/test_gemm.py).
 
 Both run the kernel's fused epilogue (bias, activation, residual, ...) per output
 element through the elemental emitter with the accumulator substituted for the
@@ -48,7 +53,7 @@ from aot.codegen.cpu.loops import const_i64, delinearize
 from aot.codegen.cpu.math import F32, intrinsic
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.elementwise import LOOPING_OPS
-from aot.codegen.nvptx.simt import Simt, ThreadVar
+from aot.codegen.nvptx.simt import GpuSimt, Simt, ThreadVar
 from aot.ir.graph import Node, Value
 from aot.ir.ops import Packing
 from aot.ir.ops.linalg import dot_free_dims
@@ -64,6 +69,9 @@ GEMV_UNROLL = 8  # k steps per thread per staged A chunk: independent weight loa
 # and every row still starts 16-byte aligned for the vector reads
 PAD = 4
 VECTOR = 4
+# two 256-thread blocks per SM at least: at most 128 registers a thread, so one block's
+# barrier wait overlaps the other's work
+BLOCKS_PER_SM = 2
 
 
 @dataclass(frozen=True)
@@ -284,6 +292,30 @@ def _clamp(b: ir.IRBuilder, i: ir.Value, size: int) -> ir.Value:
     return b.select(b.icmp_unsigned("<", i, last), i, last)
 
 
+def _launch_bounds(simt: Simt, blocks_per_sm: int) -> None:
+    """__launch_bounds__(block_dim, blocks_per_sm): ptxas then keeps registers within
+    65536 / (block_dim * blocks_per_sm). Without a bound it spends registers freely: a
+    one-step K loop had all 32 shared loads hoisted ahead of the FMAs, 165 registers."""
+    if not isinstance(simt, GpuSimt):
+        return
+    module = simt.fn.module
+    i32 = ir.IntType(32)
+    for key, value in (("maxntidx", simt.block_dim), ("minctasm", blocks_per_sm)):
+        module.add_named_metadata("nvvm.annotations", [simt.fn, ir.MetaDataString(module, key), ir.Constant(i32, value)])
+
+
+def _pin(simt: Simt, values: list[ir.Value]) -> list[ir.Value]:
+    """The values through an empty volatile asm on the GPU: their FMAs stay in the phase that
+    computes them. Where the K loop runs once, LLVM otherwise sinks the FMA chains into the
+    epilogue's conditional stores, behind all the step's shared loads, and ptxas holds 128
+    loaded floats at once (spills). The asm emits no instruction."""
+    if not isinstance(simt, GpuSimt):
+        return values
+    b = simt.builder
+    pin = ir.InlineAsm(ir.FunctionType(F32, [F32]), "", "=f,0", side_effect=True)
+    return [b.call(pin, [v]) for v in values]
+
+
 def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
     fn = intrinsic(b.module, "llvm.fmuladd.f32", F32, [F32, F32, F32])
     return b.call(fn, [x, y, acc])
@@ -375,6 +407,7 @@ def emit_gemm(ctx: GpuContext) -> None:
     assert p is not None
     t = _tile_of(p)
     simt, b = ctx.simt, ctx.builder
+    _launch_bounds(simt, BLOCKS_PER_SM)
     a_row, b_row = t.bm + PAD, t.bn + PAD
     a_tile = simt.shared(F32, t.bk * a_row, "a_tile")
     b_tile = simt.shared(F32, t.bk * b_row, "b_tile")
@@ -397,6 +430,7 @@ def emit_gemm(ctx: GpuContext) -> None:
                 b.store(ir.Constant(F32, 0.0), acc.at(b, tid))
         with simt.uniform_range(0, ceil_div(p.depth, t.bk), "kt") as kt:
             k0 = b.mul(kt, const_i64(t.bk), name="k0")
+            simt.sync()  # the last step's readers are done with the tiles
             with simt.threads() as tid:
                 _stage(ctx, tid, a_tile, (1, a_row), t.bm, t.bk, a_order, a_lanes,
                        lambda o, k: a_reader.read_or_zero(b.add(m0, o), p.rows, b.add(k0, k), p.depth))
@@ -404,8 +438,7 @@ def emit_gemm(ctx: GpuContext) -> None:
                        lambda o, k: b_reader.read_or_zero(b.add(n0, o), p.columns, b.add(k0, k), p.depth))
             simt.sync()
             with simt.threads() as tid:
-                _rank_updates(b, t, tid, accs, a_tile, b_tile, a_row, b_row, across)
-            simt.sync()
+                _rank_updates(simt, t, tid, accs, a_tile, b_tile, a_row, b_row, across)
         with simt.threads() as tid:
             ty, tx = b.udiv(tid, const_i64(across)), b.urem(tid, const_i64(across))
             for i in range(t.tm):
@@ -415,9 +448,10 @@ def emit_gemm(ctx: GpuContext) -> None:
                     _store_result(ctx, p, batch, batch_index, m, n, b.load(accs[i * t.tn + j].at(b, tid)))
 
 
-def _rank_updates(b: ir.IRBuilder, t: Tile, tid: ir.Value, accs: list[ThreadVar], a_tile: ir.Value,
+def _rank_updates(simt: Simt, t: Tile, tid: ir.Value, accs: list[ThreadVar], a_tile: ir.Value,
                   b_tile: ir.Value, a_row: int, b_row: int, across: int) -> None:
     """acc[i][j] += A[k][ty*TM + i] * B[k][tx*TN + j] for every k of the staged tiles."""
+    b = simt.builder
     ty, tx = b.udiv(tid, const_i64(across)), b.urem(tid, const_i64(across))
     a_at = b.mul(ty, const_i64(t.tm))
     b_at = b.mul(tx, const_i64(t.tn))
@@ -426,7 +460,7 @@ def _rank_updates(b: ir.IRBuilder, t: Tile, tid: ir.Value, accs: list[ThreadVar]
         a = _load_run(b, a_tile, b.add(a_at, const_i64(k * a_row)), t.tm)
         w = _load_run(b, b_tile, b.add(b_at, const_i64(k * b_row)), t.tn)
         values = [_fma(b, a[i], w[j], values[i * t.tn + j]) for i in range(t.tm) for j in range(t.tn)]
-    for acc, value in zip(accs, values):
+    for acc, value in zip(accs, _pin(simt, values)):
         b.store(value, acc.at(b, tid))
 
 
@@ -440,6 +474,7 @@ def emit_gemv(ctx: GpuContext) -> None:
     p = Problem.of(ctx.kernel)
     assert p is not None
     simt, b = ctx.simt, ctx.builder
+    _launch_bounds(simt, BLOCKS_PER_SM)
     groups = THREADS // GEMV_COLUMNS
     chunk = groups * GEMV_UNROLL  # k per staged A chunk
     rows = p.rows
@@ -466,6 +501,7 @@ def emit_gemv(ctx: GpuContext) -> None:
                 b.store(ir.Constant(F32, 0.0), acc.at(b, tid))
         with simt.uniform_range(0, ceil_div(p.depth, chunk), "kc") as kc:
             k0 = b.mul(kc, const_i64(chunk), name="k0")
+            simt.sync()  # first, as in emit_gemm
             with simt.threads() as tid:
                 # stored [m][k]: the compute phase reads one m row at consecutive k per warp
                 _stage(ctx, tid, a_chunk, (chunk, 1), rows, chunk, a_order, 1,
@@ -483,9 +519,8 @@ def emit_gemv(ctx: GpuContext) -> None:
                     for m in range(rows):
                         a = b.load(b.gep(a_chunk, [b.add(kk, const_i64(m * chunk))], inbounds=True))
                         values[m] = _fma(b, a, w, values[m])
-                for acc, value in zip(accs, values):
+                for acc, value in zip(accs, _pin(simt, values)):
                     b.store(value, acc.at(b, tid))
-            simt.sync()
         with simt.threads() as tid:
             group, column = position(tid)
             for m in range(rows):
