@@ -50,7 +50,8 @@ def is_elementwise(kernel: Kernel) -> bool:
 
 
 def _element_units(kernel: Kernel) -> int:
-    return max(1, kernel.root.type.size // _elements_per_thread(kernel))
+    """Threads with work: one per element or per VECTOR (none for an empty output; rank 0 has one)."""
+    return kernel.root.type.size // _elements_per_thread(kernel)
 
 
 def emit_elementwise(ctx: GpuContext) -> None:
@@ -58,7 +59,9 @@ def emit_elementwise(ctx: GpuContext) -> None:
     vector = _elements_per_thread(ctx.kernel)
     units = _element_units(ctx.kernel)
     dtype, shape = root.type.dtype, root.type.shape
-    with simt.blocks(ceil_div(units, simt.block_dim)) as block:
+    # an empty output still gets a launch (of one block, where no thread has work): a plan
+    # kernel is a launch whatever its size, so the launch plan and the kernels stay in step
+    with simt.blocks(max(1, ceil_div(units, simt.block_dim))) as block:
         with simt.threads() as tid:
             unit = b.add(b.mul(block, const_i64(simt.block_dim)), tid, name="unit")
             with b.if_then(b.icmp_unsigned("<", unit, const_i64(units), name="in_range")):
@@ -86,8 +89,8 @@ def emit_elementwise(ctx: GpuContext) -> None:
 
 def emit_rows(ctx: GpuContext) -> None:
     simt, b = ctx.simt, ctx.builder
-    items = work_items(ctx.kernel.root)
-    with simt.blocks(ceil_div(items, simt.block_dim)) as block:
+    items = work_items(ctx.kernel.root) if ctx.kernel.root.type.size else 0
+    with simt.blocks(max(1, ceil_div(items, simt.block_dim))) as block:
         with simt.threads() as tid:
             item = b.add(b.mul(block, const_i64(simt.block_dim)), tid, name="item")
             with b.if_then(b.icmp_unsigned("<", item, const_i64(items), name="in_range")):

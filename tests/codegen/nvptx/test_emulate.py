@@ -119,3 +119,17 @@ def test_simt_misuse_is_refused():
             simt.sync()
     with pytest.raises(CodegenError, match="multiple of 32"):
         HostSimt(fn, setup, ir.IRBuilder(fn.append_basic_block("other")), 48)
+
+
+def test_empty_output_gets_a_launch_that_writes_nothing():
+    from onnx import TensorProto, helper
+
+    from onnx_util import make_model, vinfo
+
+    f = TensorProto.FLOAT
+    model = make_model([helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("ReduceSum", ["a"], ["s"], keepdims=1)],
+                       [vinfo("a", f, (0, 4)), vinfo("b", f, (4,))], [vinfo("y", f, (0, 4)), vinfo("s", f, (1, 1))])
+    plan = emulated_matches_onnxruntime(model, {"a": np.zeros((0, 4), np.float32), "b": np.ones(4, np.float32)})
+    from aot.codegen.nvptx import emit_gpu
+
+    assert all(k.grid == k.blocks == 1 for k in emit_gpu(plan, NvptxTarget("sm_90")).kernels if k.name.endswith("add"))
