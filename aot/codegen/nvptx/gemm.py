@@ -7,14 +7,16 @@ dims, a contracting dim anywhere) is one shape of problem. Operands are read thr
 their affine view down to a buffer where there is one (dot_dynamic.StridedView:
 slices, transposes, head splits cost no copy), else through the elemental emitter.
 
-gemm: a classic tiled SGEMM. A block of 256 threads computes a BM x BN output tile,
-    each thread a TM x TN register tile (thread variables: registers on the GPU). The
-    K loop steps BK at a time: the block loads the A tile (BM x BK) and the B tile
+gemm: a classic tiled SGEMM. A block of 256 threads computes a BM x BN output tile
+    (128x64, 64x64 or 32x64: the largest that still gives every SM a block), each
+    thread a TM x TN register tile (8x4, 4x4, 2x4; thread variables: registers on the
+    GPU). The K loop steps BK at a time: the block loads the A tile (BM x BK) and the B tile
     (BK x BN) into shared memory, coalesced (the operand's contiguous dim is the one
     consecutive threads walk; a packed weight's [K, L] panel is read lane-fastest as
     one contiguous run) and zero-filled past the edges; sync; each thread runs BK
     rank-1 updates from shared memory (16-byte loads, conflict-free: A stored
-    k-major with its rows padded).
+    k-major with its rows padded). The next step's global loads are issued into
+    registers before those updates, so they land while the FMAs run.
 gemv: M <= SMALL_ROWS rows (decode-time shapes, attention of one query). A 64-row
     tile would idle most of its threads, and N / BN blocks are too few to fill a
     GPU, so a block takes GEMV_COLUMNS columns and splits K over its 256 threads
@@ -41,7 +43,7 @@ not a buffer.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -90,10 +92,14 @@ class Tile:
 
 
 # 32 accumulators a thread where M fills 128-row tiles (the reuse of every shared
-# load doubles), 16 below; both 256 threads and under 9 KiB of shared memory
+# load doubles), 16 or 8 where that leaves SMs idle; all 256 threads, under 9 KiB of
+# shared memory
 LARGE = Tile(128, 64, 8, 8, 4)
 MEDIUM = Tile(64, 64, 16, 4, 4)
-LARGE_ROWS = 128
+SMALL = Tile(32, 64, 16, 2, 4)
+# blocks a tile choice wants at least: one per SM of an H100/H200 (132; an A100 has
+# 108). Fewer, larger tiles would leave SMs idle for the whole kernel.
+FILL_BLOCKS = 132
 
 
 # == the problem ==========================================================================
@@ -357,36 +363,64 @@ def _store_result(ctx: GpuContext, p: Problem, batch: ir.Value, batch_index: lis
         b.store(value, b.gep(ctx.out_ptr, [linear], inbounds=True, name="out"), align=root.type.dtype.itemsize)
 
 
-def _stage(ctx: GpuContext, tid: ir.Value, shared: ir.Value, strides: tuple[int, int], outer_size: int, k_size: int,
-           order: str, lanes: int, read: object) -> None:
-    """Copy an outer_size x k_size tile into shared[outer * strides[0] + k * strides[1]], each thread a strided
-    share of its elements in `order`: "k" (k fastest), "outer", or "packed" (lane, k, block:
-    one contiguous run of a packed panel per warp). `read(outer, k)` gives an element."""
-    b = ctx.builder
-    size = outer_size * k_size
-    for j in range(ceil_div(size, THREADS)):
-        e = b.add(tid, const_i64(j * THREADS), name="e")
-        if order == "k":
-            kk, oo = b.urem(e, const_i64(k_size)), b.udiv(e, const_i64(k_size))
-        elif order == "packed":
-            kk = b.urem(b.udiv(e, const_i64(lanes)), const_i64(k_size))
-            oo = b.add(b.mul(b.udiv(e, const_i64(lanes * k_size)), const_i64(lanes)), b.urem(e, const_i64(lanes)))
-        else:
-            oo, kk = b.urem(e, const_i64(outer_size)), b.udiv(e, const_i64(outer_size))
+@dataclass(frozen=True)
+class Staging:
+    """An outer_size x k_size tile in shared[outer * strides[0] + k * strides[1]], each thread
+    copying a strided share of its elements in `order`: "k" (k fastest), "outer", or "packed"
+    (lane, k, block: one contiguous run of a packed panel per warp)."""
 
-        def copy(kk: ir.Value = kk, oo: ir.Value = oo) -> None:
-            value = read(oo, kk)  # type: ignore[operator]
-            at = b.add(b.mul(oo, const_i64(strides[0])), b.mul(kk, const_i64(strides[1])))
-            b.store(value, b.gep(shared, [at], inbounds=True))
+    shared: ir.Value
+    strides: tuple[int, int]
+    outer_size: int
+    k_size: int
+    order: str
+    lanes: int = 1
 
-        if size % THREADS and (j + 1) * THREADS > size:
-            with b.if_then(b.icmp_unsigned("<", e, const_i64(size))):
-                copy()
-        else:
-            copy()
+    @property
+    def per_thread(self) -> int:
+        return ceil_div(self.outer_size * self.k_size, THREADS)
+
+    def each(self, b: ir.IRBuilder, tid: ir.Value, copy: Callable[[int, ir.Value, ir.Value], None]) -> None:
+        """copy(j, outer, k) for this thread's j-th element (guarded where the tile does not
+        fill every thread's last share)."""
+        size = self.outer_size * self.k_size
+        for j in range(self.per_thread):
+            e = b.add(tid, const_i64(j * THREADS), name="e")
+            if self.order == "k":
+                kk, oo = b.urem(e, const_i64(self.k_size)), b.udiv(e, const_i64(self.k_size))
+            elif self.order == "packed":
+                kk = b.urem(b.udiv(e, const_i64(self.lanes)), const_i64(self.k_size))
+                block = b.udiv(e, const_i64(self.lanes * self.k_size))
+                oo = b.add(b.mul(block, const_i64(self.lanes)), b.urem(e, const_i64(self.lanes)))
+            else:
+                oo, kk = b.urem(e, const_i64(self.outer_size)), b.udiv(e, const_i64(self.outer_size))
+            if size % THREADS and (j + 1) * THREADS > size:
+                with b.if_then(b.icmp_unsigned("<", e, const_i64(size))):
+                    copy(j, oo, kk)
+            else:
+                copy(j, oo, kk)
+
+    def at(self, b: ir.IRBuilder, outer: ir.Value, k: ir.Value) -> ir.Value:
+        offset = b.add(b.mul(outer, const_i64(self.strides[0])), b.mul(k, const_i64(self.strides[1])))
+        return b.gep(self.shared, [offset], inbounds=True)
+
+    def stage(self, b: ir.IRBuilder, tid: ir.Value, read: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
+        """Every element of the tile, read(outer, k), into shared memory."""
+        self.each(b, tid, lambda j, o, k: b.store(read(o, k), self.at(b, o, k)))
+
+    def fetch(self, b: ir.IRBuilder, tid: ir.Value, regs: list[ThreadVar],
+              read: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
+        """This thread's elements, read(outer, k), into its registers (the next step's tile,
+        loaded while the FMAs of this one run)."""
+        self.each(b, tid, lambda j, o, k: b.store(read(o, k), regs[j].at(b, tid)))
+
+    def deposit(self, b: ir.IRBuilder, tid: ir.Value, regs: list[ThreadVar]) -> None:
+        """What fetch() loaded, into shared memory."""
+        self.each(b, tid, lambda j, o, k: b.store(b.load(regs[j].at(b, tid)), self.at(b, o, k)))
 
 
 def _order(operand: Operand, outer_tile: int) -> tuple[str, int]:
+    """How a tile of `operand` is walked: along its contiguous dim."""
     if operand.packing is not None and outer_tile % operand.packing.lanes == 0:
         return "packed", operand.packing.lanes
     return ("k" if operand.k_fast() else "outer"), 1
@@ -394,7 +428,12 @@ def _order(operand: Operand, outer_tile: int) -> tuple[str, int]:
 
 # == gemm: the tiled body ====================================================================
 def _tile_of(p: Problem) -> Tile:
-    return LARGE if p.rows >= LARGE_ROWS else MEDIUM
+    """The largest tile that M fills and that gives every SM a block; else the smallest."""
+    for tile in (LARGE, MEDIUM):
+        blocks = p.batches * ceil_div(p.rows, tile.bm) * ceil_div(p.columns, tile.bn)
+        if p.rows >= tile.bm and blocks >= FILL_BLOCKS:
+            return tile
+    return SMALL
 
 
 def _gemm_applies(kernel: Kernel) -> bool:
@@ -413,8 +452,11 @@ def emit_gemm(ctx: GpuContext) -> None:
     b_tile = simt.shared(F32, t.bk * b_row, "b_tile")
     accs = [simt.thread_var(F32, f"acc{i}") for i in range(t.tm * t.tn)]
     m_tiles, n_tiles = ceil_div(p.rows, t.bm), ceil_div(p.columns, t.bn)
-    a_order, a_lanes = _order(p.lhs, t.bm)
-    b_order, b_lanes = _order(p.rhs, t.bn)
+    a_stage = Staging(a_tile, (1, a_row), t.bm, t.bk, *_order(p.lhs, t.bm))
+    b_stage = Staging(b_tile, (1, b_row), t.bn, t.bk, *_order(p.rhs, t.bn))
+    a_regs = [simt.thread_var(F32, f"a{j}") for j in range(a_stage.per_thread)]
+    b_regs = [simt.thread_var(F32, f"b{j}") for j in range(b_stage.per_thread)]
+    steps = ceil_div(p.depth, t.bk)
     across = t.bn // t.tn  # threads along n
     with simt.blocks(p.batches * m_tiles * n_tiles) as block:
         # m tiles fastest: consecutive blocks share one B (weight) panel in L2
@@ -425,19 +467,28 @@ def emit_gemm(ctx: GpuContext) -> None:
         m0 = b.mul(mt, const_i64(t.bm), name="m0")
         n0 = b.mul(nt, const_i64(t.bn), name="n0")
         batch_index, a_reader, b_reader = _block_batch(ctx, p, batch)
+
+        def fetch(tid: ir.Value, k0: ir.Value) -> None:
+            a_stage.fetch(b, tid, a_regs, lambda o, k: a_reader.read_or_zero(b.add(m0, o), p.rows, b.add(k0, k), p.depth))
+            b_stage.fetch(b, tid, b_regs,
+                          lambda o, k: b_reader.read_or_zero(b.add(n0, o), p.columns, b.add(k0, k), p.depth))
+
         with simt.threads() as tid:
             for acc in accs:
                 b.store(ir.Constant(F32, 0.0), acc.at(b, tid))
-        with simt.uniform_range(0, ceil_div(p.depth, t.bk), "kt") as kt:
-            k0 = b.mul(kt, const_i64(t.bk), name="k0")
+            fetch(tid, const_i64(0))
+        with simt.uniform_range(0, steps, "kt") as kt:
             simt.sync()  # the last step's readers are done with the tiles
             with simt.threads() as tid:
-                _stage(ctx, tid, a_tile, (1, a_row), t.bm, t.bk, a_order, a_lanes,
-                       lambda o, k: a_reader.read_or_zero(b.add(m0, o), p.rows, b.add(k0, k), p.depth))
-                _stage(ctx, tid, b_tile, (1, b_row), t.bn, t.bk, b_order, b_lanes,
-                       lambda o, k: b_reader.read_or_zero(b.add(n0, o), p.columns, b.add(k0, k), p.depth))
+                a_stage.deposit(b, tid, a_regs)
+                b_stage.deposit(b, tid, b_regs)
             simt.sync()
             with simt.threads() as tid:
+                following = b.add(kt, const_i64(1), name="kt.next")
+                # the next step's global loads go out before this step's FMAs and land
+                # while they run (one tile of registers: 8 floats a thread)
+                with b.if_then(b.icmp_unsigned("<", following, const_i64(steps))):
+                    fetch(tid, b.mul(following, const_i64(t.bk), name="k0"))
                 _rank_updates(simt, t, tid, accs, a_tile, b_tile, a_row, b_row, across)
         with simt.threads() as tid:
             ty, tx = b.udiv(tid, const_i64(across)), b.urem(tid, const_i64(across))
@@ -483,7 +534,8 @@ def emit_gemv(ctx: GpuContext) -> None:
     accs = [simt.thread_var(F32, f"acc{i}") for i in range(rows)]
     n_tiles = ceil_div(p.columns, GEMV_COLUMNS)
     k_fast = p.rhs.k_fast()
-    a_order = "k" if p.lhs.k_fast() or rows == 1 else "outer"
+    # stored [m][k]: the update phase reads one m row at consecutive k per warp
+    a_stage = Staging(a_chunk, (chunk, 1), rows, chunk, "k" if p.lhs.k_fast() or rows == 1 else "outer")
 
     def position(tid: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(k group, column) of a thread: consecutive threads walk B's contiguous dim."""
@@ -503,9 +555,7 @@ def emit_gemv(ctx: GpuContext) -> None:
             k0 = b.mul(kc, const_i64(chunk), name="k0")
             simt.sync()  # first, as in emit_gemm
             with simt.threads() as tid:
-                # stored [m][k]: the compute phase reads one m row at consecutive k per warp
-                _stage(ctx, tid, a_chunk, (chunk, 1), rows, chunk, a_order, 1,
-                       lambda o, k: a_reader.read_or_zero(o, rows, b.add(k0, k), p.depth))
+                a_stage.stage(b, tid, lambda o, k: a_reader.read_or_zero(o, rows, b.add(k0, k), p.depth))
             simt.sync()
             with simt.threads() as tid:
                 group, column = position(tid)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aot.codegen.nvptx import NvptxTarget, emit_gpu
+from aot.codegen.nvptx import NvptxTarget, emit_gpu, gemm
 from gpu_util import assembles_for_every_sm, emulated_matches_onnxruntime
 from onnx_util import make_model, vinfo
 
@@ -70,13 +70,28 @@ def _check_assembly(plan):
     ((1, 768), (768, 3072), "gemv"),  # a decode step's MLP: split-K, each weight read once
     ((7, 33), (33, 65), "gemv"),  # tails everywhere: K, N and the packed lanes
     ((2, 5, 64), (64, 100), "gemv"),  # leading dims merge into M = 10
-    ((2, 37, 64), (64, 100), "gemm"),  # 64x64 tiles, M = 74 and N = 100 tails
-    ((130, 40), (40, 70), "gemm"),  # 128x64 tiles, K not a multiple of BK
+    ((2, 37, 64), (64, 100), "gemm"),  # M = 74 and N = 100: tails of the tiles
+    ((130, 40), (40, 70), "gemm"),  # K not a multiple of BK
 ])
 def test_matmul_with_constant_weight(rng, x_shape, w_shape, body):
     model, feeds = _matmul(rng, x_shape, w_shape)
     plan = emulated_matches_onnxruntime(model, feeds, rtol=1e-4, atol=1e-4)
     assert _contraction_bodies(plan) == [body]
+    _check_assembly(plan)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, tile", [
+    ((1536, 8), (8, 704), gemm.LARGE),  # 12 x 11 tiles of 128 x 64 fill 132 SMs
+    ((768, 16), (16, 704), gemm.MEDIUM),  # 128-row tiles would leave half the SMs idle
+    ((130, 40), (40, 70), gemm.SMALL),  # few tiles whatever their size: the most blocks
+])
+def test_tile_is_the_largest_that_fills_the_gpu(rng, x_shape, w_shape, tile):
+    model, feeds = _matmul(rng, x_shape, w_shape, ("bias", "gelu"))
+    plan = emulated_matches_onnxruntime(model, feeds, rtol=1e-4, atol=1e-4)
+    (kernel,) = plan.kernels
+    problem = gemm.Problem.of(kernel)
+    assert problem is not None and gemm._tile_of(problem) == tile
+    assert _contraction_bodies(plan) == ["gemm"]
     _check_assembly(plan)
 
 
