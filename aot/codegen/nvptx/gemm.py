@@ -587,5 +587,11 @@ def emit_gemv(ctx: GpuContext) -> None:
                 _store_result(ctx, p, batch, batch_index, m, b.add(n0, column), total)
 
 
-GEMM_BODY = GpuBody("gemm", _gemm_applies, lambda k: _tile_of(Problem.of(k)).threads, emit_gemm)  # type: ignore[arg-type]
+def _gemm_threads(kernel: Kernel) -> int:
+    p = Problem.of(kernel)
+    assert p is not None
+    return _tile_of(p).threads
+
+
+GEMM_BODY = GpuBody("gemm", _gemm_applies, _gemm_threads, emit_gemm)
 GEMV_BODY = GpuBody("gemv", _gemv_applies, lambda k: THREADS, emit_gemv)
