@@ -1,7 +1,15 @@
 """The GPU kernel bodies, in the one order a kernel tries them: the first whose `applies`
-takes the kernel emits it. The elemental rows body takes every kernel the elemental
-emitter can compute, so it comes last; sort, argsort and scatter have no elemental
-lowering: they have bodies of their own (sort.py, scatter.py).
+takes the kernel emits it.
+
+Where two bodies accept one kernel, the earlier wins:
+- gemv before gemm: a dot of at most 16 rows is a weight stream, not a tile problem;
+- the conv and pool bodies before reduce: global pooling is a reduce over the spatial
+  dims, which the row-group reduce body would take too, at a warp per row without the
+  pooling body's choice of a block for long rows;
+- every body before rows: rows (one thread per output row, the CPU's elemental work
+  item) takes every kernel the elemental emitter can compute, so it comes last.
+sort, argsort and scatter have no elemental lowering: only their own bodies (sort.py,
+scatter.py) take them, and a kernel no body takes is refused by name.
 """
 from __future__ import annotations
 
