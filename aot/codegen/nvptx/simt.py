@@ -9,6 +9,7 @@ indices or barriers of its own:
             ...                            # may branch on tid; must not sync
         simt.sync()                        # __syncthreads between phases
         simt.shuffle_down(acc, other, 16)  # a warp shuffle: a phase of its own
+        simt.mma(MMA_F16, a, b, c, d)      # a warp's tensor-core multiply-add: a phase of its own
         with simt.uniform_range(0, n, "k") as k:   # a loop every thread runs alike; may hold phases
             ...
 
@@ -25,6 +26,18 @@ value lives across phases); shared memory is one array per kernel, and a
 shuffle reads the source lane's slot. Emulated runs (nvptx/emulate.py) are thus
 tested on the CPU against the reference interpreter.
 
+`mma` is mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32 or m16n8k8 ... tf32:
+on the GPU the NVVM intrinsic (llvm.nvvm.mma.*), on the host a helper that, warp by
+warp, gathers the 32 lanes' fragments into dense A, B, C by the PTX ISA's fragment
+layouts (MmaShape), computes D = A B + C in f32 and scatters D back, as a shuffle
+reads other lanes' slots. What the emulation cannot prove is that the layouts
+written down here (from the PTX ISA, "Matrix Fragments for mma.m16n8k8 / m16n8k16
+with floating point type", sections 9.7.14.5.7-8) are what the hardware does:
+bodies built on them are checked on a GPU only (benchmarks/gpu_check.sh, where a
+machine is lent). Nor does it model the tensor core's summation: products of
+f16/bf16/tf32 inputs are exact in f32, but the order and rounding of the hardware's
+k-sum are not documented; the host sums in k order, rounding each step.
+
 What the two realizations agree on only if a body follows the rules above:
 phases that hand data to other threads through shared memory must have a
 `sync()` between them (HostSimt runs them in order either way, so a missing sync
@@ -33,8 +46,9 @@ thread variable (an SSA value of one phase is not defined in the next on the hos
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -42,10 +56,74 @@ from aot.codegen.cpu.loops import I64, const_i64, for_range
 from aot.errors import CodegenError
 
 I32 = ir.IntType(32)
+F32 = ir.FloatType()
 WARP = 32
 # the largest grid (in blocks) a launch asks for; a body with more blocks loops over them
 MAX_GRID = 65535
 SHARED_ADDRSPACE = 3
+
+
+@dataclass(frozen=True)
+class MmaShape:
+    """One mma.sync form: D[16 x 8] = A[16 x k] (row-major) * B[k x 8] (column-major) + C, f32
+    C and D. A lane holds its A and B elements in 32-bit registers (two f16/bf16 a register,
+    low half first, or one tf32) and C/D in 4 floats; which elements, the *_at maps say, as
+    the PTX ISA gives them, with group = lane >> 2 and thread = lane % 4."""
+
+    k: int
+    kind: str  # "f16", "bf16" or "tf32": the A and B element type
+    m = 16
+    n = 8
+
+    @property
+    def per_register(self) -> int:
+        return 1 if self.kind == "tf32" else 2
+
+    @property
+    def a_registers(self) -> int:
+        return self.m * self.k // WARP // self.per_register
+
+    @property
+    def b_registers(self) -> int:
+        return self.k * self.n // WARP // self.per_register
+
+    c_registers = 4
+
+    def a_at(self, group: int, thread: int, i: int) -> tuple[int, int]:
+        """(row, k) of element a_i."""
+        if self.kind == "tf32":  # m16n8k8 .tf32, Figure 72
+            return group + 8 * (i % 2), thread + 4 * (i // 2)
+        # m16n8k16 .f16/.bf16, Figure 79
+        return group + 8 * ((i // 2) % 2), thread * 2 + i % 2 + 8 * (i // 4)
+
+    def b_at(self, group: int, thread: int, i: int) -> tuple[int, int]:
+        """(k, column) of element b_i."""
+        if self.kind == "tf32":
+            return thread + 4 * i, group
+        return thread * 2 + i % 2 + 8 * (i // 2), group
+
+    def c_at(self, group: int, thread: int, i: int) -> tuple[int, int]:
+        """(row, column) of accumulator c_i (and d_i): the same for every kind."""
+        return group + 8 * (i // 2), thread * 2 + i % 2
+
+    @property
+    def intrinsic(self) -> str:
+        """The NVVM intrinsic of mma.sync.aligned.m16n8k<k>.row.col.f32.<kind>.<kind>.f32."""
+        if self.kind == "f16":  # named by its D and C types; A and B are <2 x half>
+            return "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
+        return f"llvm.nvvm.mma.m16n8k{self.k}.row.col.{self.kind}"
+
+
+MMA_F16 = MmaShape(16, "f16")
+MMA_BF16 = MmaShape(16, "bf16")
+MMA_TF32 = MmaShape(8, "tf32")
+
+
+def affine(at: Callable[[int, int, int], tuple[int, int]], i: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """A fragment map's element i as (constant, per group, per thread) for its row and its column:
+    every layout above is affine in group and thread (tests/codegen/nvptx/test_mma.py checks)."""
+    base, by_group, by_thread = at(0, 0, i), at(1, 0, i), at(0, 1, i)
+    return tuple((base[d], by_group[d] - base[d], by_thread[d] - base[d]) for d in range(2))  # type: ignore[return-value]
 
 
 class ThreadVar:
@@ -95,6 +173,10 @@ class Simt:
     def _shuffle(self, src: ThreadVar, dst: ThreadVar, delta: int) -> None:
         raise NotImplementedError
 
+    def _mma(self, shape: MmaShape, a: Sequence[ThreadVar], b: Sequence[ThreadVar], c: Sequence[ThreadVar],
+             d: Sequence[ThreadVar]) -> None:
+        raise NotImplementedError
+
     # -- the interface ---------------------------------------------------------------
     @property
     def shared_bytes(self) -> int:
@@ -140,6 +222,19 @@ class Simt:
         if not 0 < delta < WARP:
             raise CodegenError(f"shuffle by {delta} lanes")
         self._shuffle(src, dst, delta)
+
+    def mma(self, shape: MmaShape, a: Sequence[ThreadVar], b: Sequence[ThreadVar], c: Sequence[ThreadVar],
+            d: Sequence[ThreadVar]) -> None:
+        """Each warp's D = A B + C (mma.sync; `shape` says the layouts): a, b are i32 thread variables
+        (shape.a_registers, shape.b_registers), c, d f32 ones (4 each; d may be c). Every lane of
+        every warp of the block takes part. A phase of its own."""
+        if self._in_phase:
+            raise CodegenError("Simt.mma() inside a phase")
+        counts = (len(a), len(b), len(c), len(d))
+        if counts != (shape.a_registers, shape.b_registers, shape.c_registers, shape.c_registers):
+            raise CodegenError(f"mma m16n8k{shape.k} {shape.kind} takes {shape.a_registers}, {shape.b_registers}, 4 "
+                               f"and 4 registers, got {counts}")
+        self._mma(shape, a, b, c, d)
 
     @contextmanager
     def uniform_range(self, start: int | ir.Value, stop: int | ir.Value, name: str) -> Iterator[ir.Value]:
@@ -206,6 +301,22 @@ class GpuSimt(Simt):
         value = b.load(src.at(b, self._tid))
         b.store(_shfl_down(b, value, delta), dst.at(b, self._tid))
 
+    def _mma(self, shape: MmaShape, a: Sequence[ThreadVar], b: Sequence[ThreadVar], c: Sequence[ThreadVar],
+             d: Sequence[ThreadVar]) -> None:
+        builder, tid = self.builder, self._tid
+        module = builder.module
+        operand = ir.VectorType(ir.HalfType(), 2) if shape.kind == "f16" else I32
+        fn = module.globals.get(shape.intrinsic) or ir.Function(
+            module, ir.FunctionType(ir.LiteralStructType([F32] * 4),
+                                    [operand] * (shape.a_registers + shape.b_registers) + [F32] * 4),
+            name=shape.intrinsic)
+        args = [builder.load(v.at(builder, tid)) for v in (*a, *b)]
+        if operand != I32:
+            args = [builder.bitcast(x, operand) for x in args]
+        result = builder.call(fn, args + [builder.load(v.at(builder, tid)) for v in c], name="mma")
+        for i, v in enumerate(d):
+            builder.store(builder.extract_value(result, i), v.at(builder, tid))
+
 
 class HostSimt(Simt):
     """The host: blocks, then each phase's threads, as loops (the emulation of the GPU kernel)."""
@@ -238,6 +349,84 @@ class HostSimt(Simt):
             in_warp = b.icmp_unsigned("<", b.add(lane, const_i64(delta)), const_i64(WARP))
             from_lane = b.select(in_warp, b.add(tid, const_i64(delta)), tid)
             b.store(b.load(src.at(b, from_lane)), dst.at(b, tid))
+
+    def _mma(self, shape: MmaShape, a: Sequence[ThreadVar], b: Sequence[ThreadVar], c: Sequence[ThreadVar],
+             d: Sequence[ThreadVar]) -> None:
+        builder = self.builder
+        fn = _host_mma(builder.module, shape)
+        with for_range(builder, 0, self.block_dim // WARP, "warp") as warp:
+            first = builder.mul(warp, const_i64(WARP))
+            builder.call(fn, [v.at(builder, first) for v in (*a, *b, *c, *d)])
+
+
+def _host_mma(module: ir.Module, shape: MmaShape) -> ir.Function:
+    """void aot.mma.<kind>(i32* a.., i32* b.., float* c.., float* d..), each pointing at lane 0 of
+    one warp's slots of a thread variable: gather A, B, C by the fragment layouts, D = A B + C
+    in f32 (exact products, summed in k order), scatter D."""
+    name = f"aot.mma.m16n8k{shape.k}.{shape.kind}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    counts = (shape.a_registers, shape.b_registers, shape.c_registers, shape.c_registers)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I32.as_pointer()] * (counts[0] + counts[1])
+                                             + [F32.as_pointer()] * (counts[2] + counts[3])), name=name)
+    fn.linkage = "internal"
+    args = list(fn.args)
+    a_regs, b_regs = args[:counts[0]], args[counts[0]:counts[0] + counts[1]]
+    c_regs, d_regs = args[counts[0] + counts[1]:-4], args[-4:]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    dense_a = b.alloca(ir.ArrayType(F32, shape.m * shape.k), name="A")
+    dense_b = b.alloca(ir.ArrayType(F32, shape.k * shape.n), name="B")
+    dense_c = b.alloca(ir.ArrayType(F32, shape.m * shape.n), name="C")
+
+    def element(array: ir.Value, row: ir.Value, col: ir.Value, width: int) -> ir.Value:
+        return b.gep(array, [const_i64(0), b.add(b.mul(row, const_i64(width)), col)], inbounds=True)
+
+    def position(at: Callable[[int, int, int], tuple[int, int]], i: int, group: ir.Value,
+                 thread: ir.Value) -> list[ir.Value]:
+        return [b.add(const_i64(k), b.add(b.mul(group, const_i64(g)), b.mul(thread, const_i64(t))))
+                for k, g, t in affine(at, i)]
+
+    with for_range(b, 0, WARP, "lane") as lane:  # gather
+        group, thread = b.lshr(lane, const_i64(2)), b.and_(lane, const_i64(3))
+        for regs, at, dense, width in ((a_regs, shape.a_at, dense_a, shape.k), (b_regs, shape.b_at, dense_b, shape.n)):
+            for i in range(len(regs) * shape.per_register):
+                word = b.load(b.gep(regs[i // shape.per_register], [lane], inbounds=True))
+                b.store(_decode(b, word, shape.kind, i % shape.per_register), element(dense, *position(at, i, group, thread), width))
+        for i, reg in enumerate(c_regs):
+            b.store(b.load(b.gep(reg, [lane], inbounds=True)), element(dense_c, *position(shape.c_at, i, group, thread), shape.n))
+    with for_range(b, 0, shape.m, "row") as row:
+        with for_range(b, 0, shape.n, "col") as col:
+            slot = element(dense_c, row, col, shape.n)
+            with for_range(b, 0, shape.k, "k") as k:
+                product = b.fmul(b.load(element(dense_a, row, k, shape.k)), b.load(element(dense_b, k, col, shape.n)))
+                b.store(b.fadd(b.load(slot), product), slot)
+    with for_range(b, 0, WARP, "lane") as lane:  # scatter
+        group, thread = b.lshr(lane, const_i64(2)), b.and_(lane, const_i64(3))
+        for i, reg in enumerate(d_regs):
+            value = b.load(element(dense_c, *position(shape.c_at, i, group, thread), shape.n))
+            b.store(value, b.gep(reg, [lane], inbounds=True))
+    b.ret_void()
+    return fn
+
+
+def _decode(b: ir.IRBuilder, word: ir.Value, kind: str, half: int) -> ir.Value:
+    """Element `half` (0: the low 16 bits) of a fragment register, as the exact f32 it stands for."""
+    if kind == "tf32":  # the tensor core reads the sign, exponent and top 10 mantissa bits
+        return b.bitcast(b.and_(word, ir.Constant(I32, 0xFFFFE000)), F32)
+    if kind == "bf16":
+        bits = b.shl(word, ir.Constant(I32, 16)) if half == 0 else b.and_(word, ir.Constant(I32, 0xFFFF0000))
+        return b.bitcast(bits, F32)
+    h = b.and_(b.lshr(word, ir.Constant(I32, 16 * half)), ir.Constant(I32, 0xFFFF))  # f16, decoded exactly
+    sign = b.shl(b.and_(h, ir.Constant(I32, 0x8000)), ir.Constant(I32, 16))
+    magnitude = b.and_(h, ir.Constant(I32, 0x7FFF))
+    exponent = b.lshr(magnitude, ir.Constant(I32, 10))
+    normal = b.add(b.shl(magnitude, ir.Constant(I32, 13)), ir.Constant(I32, (127 - 15) << 23))
+    special = b.or_(b.shl(magnitude, ir.Constant(I32, 13)), ir.Constant(I32, 0x7F800000))  # inf, NaN
+    tiny = b.bitcast(b.fmul(b.uitofp(magnitude, F32), ir.Constant(F32, 2.0 ** -24)), I32)  # zero, subnormals
+    bits = b.select(b.icmp_unsigned("==", exponent, ir.Constant(I32, 0)), tiny,
+                    b.select(b.icmp_unsigned("==", exponent, ir.Constant(I32, 31)), special, normal))
+    return b.bitcast(b.or_(bits, sign), F32)
 
 
 def _special_register(builder: ir.IRBuilder, name: str) -> ir.Value:
