@@ -40,7 +40,8 @@ def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, l
     module = ir.Module(name="aot")
     module.triple = target.triple
     lib = MathLib(module, target)
-    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}") for i, kernel in enumerate(plan.kernels)]
+    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", matmul_precision=target.matmul_precision)
+               for i, kernel in enumerate(plan.kernels)]
     return module, kernels
 
 

@@ -2,6 +2,8 @@
 takes the kernel emits it.
 
 Where two bodies accept one kernel, the earlier wins:
+- mma before gemv and gemm: f16/bf16 dots on tensor cores (gemv and gemm take f32 only);
+  mma_tf32 takes f32 dots, but only with --gpu-matmul-precision tf32 (GpuBody.precision);
 - gemv before gemm: a dot of at most 16 rows is a weight stream, not a tile problem;
 - the conv and pool bodies before reduce: global pooling is a reduce over the spatial
   dims, which the row-group reduce body would take too, at a warp per row without the
@@ -18,6 +20,7 @@ from aot.codegen.nvptx.conv import DIRECT_CONV_BODY, GEMM_CONV_BODY
 from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
 from aot.codegen.nvptx.pool import GLOBAL_POOL_BODY, WINDOW_POOL_BODY
 from aot.codegen.nvptx.gemm import GEMM_BODY, GEMV_BODY
+from aot.codegen.nvptx.mma import MMA_BODY, MMA_TF32_BODY
 from aot.codegen.nvptx.reduce import REDUCE_BODY
 from aot.codegen.nvptx.scatter import SCATTER_BODY
 from aot.codegen.nvptx.sort import SORT_BODY
@@ -26,12 +29,14 @@ from aot.plan import Kernel
 
 __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
-BODIES: tuple[GpuBody, ...] = (SORT_BODY, SCATTER_BODY, ELEMENTWISE_BODY, GEMV_BODY, GEMM_BODY, GEMM_CONV_BODY,
+BODIES: tuple[GpuBody, ...] = (SORT_BODY, SCATTER_BODY, ELEMENTWISE_BODY, MMA_BODY, MMA_TF32_BODY, GEMV_BODY, GEMM_BODY,
+                               GEMM_CONV_BODY,
                                DIRECT_CONV_BODY, WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, ROWS_BODY)
 
 
-def gpu_body_of(kernel: Kernel) -> GpuBody:
-    body = next((b for b in BODIES if b.applies(kernel)), None)
+def gpu_body_of(kernel: Kernel, matmul_precision: str = "fp32") -> GpuBody:
+    """The first body that takes `kernel`, of those `matmul_precision` allows (GpuBody.precision)."""
+    body = next((b for b in BODIES if b.precision in (None, matmul_precision) and b.applies(kernel)), None)
     if body is None:
         root = kernel.root.producer
         missing = [op for op in kernel.ops if op in NOT_ELEMENTAL] or [root.op if root is not None else "parameter"]

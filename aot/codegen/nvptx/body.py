@@ -35,9 +35,12 @@ class GpuContext:
 @dataclass(frozen=True)
 class GpuBody:
     """`applies`: whether it takes the kernel; `block_dim`: its threads per block; `emit`: the
-    body, which calls ctx.simt.blocks(count) once (the launch's grid comes from it)."""
+    body, which calls ctx.simt.blocks(count) once (the launch's grid comes from it);
+    `precision`: the --gpu-matmul-precision it needs to be tried at all (None: any), for a
+    body whose results differ from the graph's f32 arithmetic (mma.py's tf32 one)."""
 
     name: str
     applies: Callable[[Kernel], bool]
     block_dim: Callable[[Kernel], int]
     emit: Callable[[GpuContext], None]
+    precision: str | None = None

@@ -34,25 +34,28 @@ def _aligned(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes + 64]
 
 
-def build_host_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, list[GpuKernel]]:
+def build_host_module(plan: ExecutionPlan, target: CpuTarget,
+                      matmul_precision: str = "fp32") -> tuple[ir.Module, list[GpuKernel]]:
     module = ir.Module(name="aot_emulated")
     module.triple = target.triple
     lib = MathLib(module, target)
-    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", realization="host")
+    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", realization="host",
+                           matmul_precision=matmul_precision)
                for i, kernel in enumerate(plan.kernels)]
     return module, kernels
 
 
 class EmulatedKernels:
-    """The plan's GPU kernels compiled for this host; call `run(feeds)` as often as needed."""
+    """The plan's GPU kernels compiled for this host; call `run(feeds)` as often as needed.
+    `matmul_precision` picks the bodies as NvptxTarget.matmul_precision does for the GPU."""
 
-    def __init__(self, plan: ExecutionPlan):
+    def __init__(self, plan: ExecutionPlan, matmul_precision: str = "fp32"):
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         self.plan = plan
         target = CpuTarget.host()
         machine = target.target_machine()
-        module, self.kernels = build_host_module(plan, target)
+        module, self.kernels = build_host_module(plan, target, matmul_precision)
         self._module = run_o3(module, machine, vectorize=True, back_end="emulated GPU")
         self._engine = llvm.create_mcjit_compiler(self._module, machine)
         self._engine.finalize_object()
@@ -97,6 +100,6 @@ class EmulatedKernels:
         return buffer
 
 
-def emulate(plan: ExecutionPlan, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+def emulate(plan: ExecutionPlan, feeds: Sequence[np.ndarray], matmul_precision: str = "fp32") -> list[np.ndarray]:
     """The model's outputs as the plan's GPU kernels, emulated on the host, compute them."""
-    return EmulatedKernels(plan).run(feeds)
+    return EmulatedKernels(plan, matmul_precision).run(feeds)

@@ -172,8 +172,10 @@ class Problem:
         return math.prod(self.k_shape)
 
     @staticmethod
-    def of(kernel: Kernel) -> Problem | None:
-        epilogue = Epilogue.find(kernel, _is_f32_contraction)
+    def of(kernel: Kernel, is_contraction: Callable[[Node], bool] | None = None) -> Problem | None:
+        """The kernel's problem, for the contraction `is_contraction` takes (default: f32
+        operands and result; nvptx/mma.py asks for f16/bf16 ones)."""
+        epilogue = Epilogue.find(kernel, is_contraction or _is_f32_contraction)
         if epilogue is None:
             return None
         dot = epilogue.contraction

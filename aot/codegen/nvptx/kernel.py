@@ -88,8 +88,8 @@ def kernel_args(plan: ExecutionPlan, kernel: Kernel) -> list[tuple[Value, GpuArg
 
 
 def emit_kernel(module: ir.Module, lib: MathLib, target: ArithTarget, plan: ExecutionPlan, kernel: Kernel,
-                symbol: str, realization: str = "gpu") -> GpuKernel:
-    body = gpu_body_of(kernel)
+                symbol: str, realization: str = "gpu", matmul_precision: str = "fp32") -> GpuKernel:
+    body = gpu_body_of(kernel, matmul_precision)
     args = kernel_args(plan, kernel)
     extra = [I64, I64] if realization == "host" else []
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P] * len(args) + extra), name=symbol)

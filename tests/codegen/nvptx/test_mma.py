@@ -186,3 +186,158 @@ def test_simt_mma_misuse_is_refused():
     with pytest.raises(CodegenError, match="inside a phase"):
         with simt.threads():
             simt.mma(MMA_F16, a, a[:2], c, c)
+
+
+# == the mma bodies on models ==================================================================
+from pathlib import Path  # noqa: E402
+
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from aot.codegen.nvptx import emit_gpu  # noqa: E402
+from aot.codegen.nvptx.emulate import emulate  # noqa: E402
+from gpu_util import SMS, assembles_for_every_sm, emulated_matches_onnxruntime, gpu_plan  # noqa: E402
+from onnx_util import make_model, vinfo  # noqa: E402
+
+H, F = TensorProto.FLOAT16, TensorProto.FLOAT
+CONTRACTIONS = ("dot", "packed_dot")
+MAX_REGISTERS = 128  # __launch_bounds__(256, 2)
+STABLEHLO = Path(__file__).resolve().parents[2] / "data" / "stablehlo"
+
+
+def _contraction_bodies(plan, precision="fp32"):
+    kernels = emit_gpu(plan, NvptxTarget("sm_90", precision)).kernels
+    return [gk.body for k, gk in zip(plan.kernels, kernels) if set(CONTRACTIONS) & set(k.ops)]
+
+
+def _check_assembly(plan, precision="fp32"):
+    """ptxas for sm_80 and sm_90: mma.sync in the PTX (of its kind), no spills; the registers and
+    shared bytes of each kernel are returned for the report."""
+    if ptxas_path() is None:
+        return {}
+    reports = {}
+    for sm in SMS:
+        code = emit_gpu(plan, NvptxTarget(sm, precision))
+        assert "mma.sync.aligned.m16n8k" in code.ptx
+        reports[sm] = assemble(code.ptx, sm)
+        for symbol, info in reports[sm].items():
+            assert info.spill_store_bytes == 0 and info.spill_load_bytes == 0, (sm, symbol, info)
+            assert info.registers <= MAX_REGISTERS, (sm, symbol, info)
+    return reports
+
+
+def _f16(rng, shape, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(np.float16)
+
+
+def test_f16_matmul_with_bias_and_relu(rng):
+    """[33, 64] x [64, 40], a constant weight: M and N tails of every tile, the epilogue in f16."""
+    w = numpy_helper.from_array(_f16(rng, (64, 40), 0.125), "w")
+    bias = numpy_helper.from_array(_f16(rng, (40,)), "b")
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["u"]),
+                        helper.make_node("Relu", ["u"], ["y"])], [vinfo("x", H, (33, 64))], [vinfo("y", H, (33, 40))],
+                       [w, bias])
+    # the dot rounds to f16 before the bias (as onnxruntime's MatMul does): 1 ulp apart at most
+    plan = emulated_matches_onnxruntime(model, {"x": _f16(rng, (33, 64))}, rtol=2e-3, atol=2e-3)
+    assert _contraction_bodies(plan) == ["mma"]
+    _check_assembly(plan)
+
+
+def test_f16_attention_matmuls(rng):
+    """scores = q k^T (k transposed: its k is the contiguous dim), then scores v: batch dims
+    [2, 4], K = 16 and K = 33 (a tail of the 32-wide K step), N = 33 and 16."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("MatMul", ["s", "v"], ["y"])]
+    shape = (2, 4, 33, 16)
+    model = make_model(nodes, [vinfo(n, H, shape) for n in "qkv"], [vinfo("y", H, shape), vinfo("s", H, (2, 4, 33, 33))])
+    feeds = {n: _f16(rng, shape, 0.5) for n in "qkv"}
+    plan = emulated_matches_onnxruntime(model, feeds, rtol=4e-3, atol=4e-3)
+    assert _contraction_bodies(plan) == ["mma", "mma"]
+    _check_assembly(plan)
+
+
+def test_f16_matmul_in_large_tiles(rng):
+    """132 batches of [128, 32] x [32, 128]: one 128 x 128 tile each, 132 blocks (the LARGE tile)."""
+    from aot.codegen.nvptx import mma
+
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                       [vinfo("a", H, (132, 128, 32)), vinfo("b", H, (132, 32, 128))], [vinfo("y", H, (132, 128, 128))])
+    plan = emulated_matches_onnxruntime(model, {"a": _f16(rng, (132, 128, 32), 0.5), "b": _f16(rng, (132, 32, 128), 0.5)},
+                                        rtol=4e-3, atol=4e-3)
+    assert _contraction_bodies(plan) == ["mma"]
+    from aot.codegen.nvptx.gemm import Problem
+
+    assert mma._tile_of(Problem.of(plan.kernels[0], mma._is_half_contraction)) == mma.LARGE
+    _check_assembly(plan)
+
+
+def test_bf16_stablehlo_dot():
+    """tests/data/stablehlo/bf16.mlir: a bf16 dot_general [4, 16] x [16, 8] with a constant
+    weight and a gelu after it; the dot on tensor cores (a 16-row tile), against the reference
+    interpreter on the same graph (onnxruntime runs no bf16 MatMul)."""
+    from aot.driver import import_model
+    from aot.interpreter import interpret
+    from aot.pipeline import run_pipeline
+
+    graph, _, _ = import_model(str(STABLEHLO / "bf16.mlir"), None)
+    x = np.random.default_rng(5).standard_normal((4, 16)).astype(ml_dtypes.bfloat16)
+    expected = interpret(import_model(str(STABLEHLO / "bf16.mlir"), None)[0], {graph.input_names[0]: x})
+    plan = run_pipeline(graph)
+    (ours,) = emulate(plan, [x])
+    np.testing.assert_allclose(ours.astype(np.float32), np.asarray(expected[0]).astype(np.float32), rtol=1e-2, atol=1e-2)
+    assert _contraction_bodies(plan) == ["mma"]
+    _check_assembly(plan)
+
+
+# == f32 with --gpu-matmul-precision tf32 ========================================================
+def _f32_matmul(rng, x_shape, w_shape, constant=True):
+    w = (rng.standard_normal(w_shape) / np.sqrt(w_shape[0])).astype(np.float32)
+    bias = numpy_helper.from_array(rng.standard_normal(w_shape[-1]).astype(np.float32), "b")
+    inputs, inits, feeds = [vinfo("x", F, x_shape)], [bias], {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if constant:
+        inits.append(numpy_helper.from_array(w, "w"))
+    else:
+        inputs.append(vinfo("w", F, w_shape))
+        feeds["w"] = w
+    out = (*x_shape[:-1], w_shape[-1])
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+                       inputs, [vinfo("y", F, out)], inits)
+    return model, feeds
+
+
+@pytest.mark.parametrize("x_shape, w_shape, constant", [
+    ((33, 64), (64, 40), True),  # packed_dot: the packed weight read through its lanes
+    ((2, 37, 50), (50, 70), False),  # a run-time weight, K = 50: tails of the 16-wide K step
+    ((5, 64), (64, 24), True),  # few rows: the 16-row tile (fp32 would take gemv)
+])
+def test_f32_matmul_with_tf32(rng, x_shape, w_shape, constant):
+    model, feeds = _f32_matmul(rng, x_shape, w_shape, constant)
+    plan = gpu_plan(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (reference,) = session.run(None, feeds)
+    (ours,) = emulate(plan, [feeds[n] for n in plan.graph.input_names], matmul_precision="tf32")
+    # each input rounded to 11 significant bits: |error| of a product <= 2^-10 |x w|, summed over K
+    k = x_shape[-1]
+    bound = 2.0 ** -10 * (np.abs(feeds["x"]).reshape(-1, k) @ np.abs(feeds["w"] if not constant else
+                                                                         _weight_of(model))).reshape(reference.shape)
+    error = np.abs(ours - reference)
+    assert (error <= bound + 1e-6).all(), float((error - bound).max())
+    assert error.max() > 1e-5  # the inputs were rounded: tf32 is not f32
+    assert set(_contraction_bodies(plan, "tf32")) == {"mma_tf32"}
+    _check_assembly(plan, "tf32")
+    # fp32, the default: the SIMT bodies, no tensor cores, f32 results
+    emulated_matches_onnxruntime(model, feeds, rtol=1e-4, atol=1e-4, plan=plan)
+    assert set(_contraction_bodies(plan)) <= {"gemm", "gemv"}
+    assert "mma.sync" not in emit_gpu(plan, NvptxTarget("sm_90")).ptx
+    assert "cvt.rna.tf32" in emit_gpu(plan, NvptxTarget("sm_90", "tf32")).ptx
+
+
+def _weight_of(model):
+    return next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == "w")
+
+
+def test_matmul_precision_is_checked():
+    from aot.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="choose one of fp32, tf32"):
+        NvptxTarget("sm_80", "fp16")
