@@ -96,6 +96,9 @@ compile_options = [
                  help="code to generate: cpu, cuda (PTX, and cubin where ptxas is installed) or cpu,cuda"),
     click.option("--cpu", default=None, help="CPU to generate code for (native, znver4, x86-64-v3, ...)  [default: native]"),
     click.option("--sm", default=None, help="GPU architectures for cuda code, comma-separated  [default: sm_80,sm_90]"),
+    click.option("--gpu-matmul-precision", "gpu_matmul_precision", default=None,
+                 help="f32 matrix multiplies in cuda code: fp32, or tf32 (tensor cores, inputs rounded to "
+                      "10 mantissa bits: changes results)  [default: fp32]"),
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
     click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
     click.option("-v", "--verbose", is_flag=True, help="print time per pass"),
@@ -109,7 +112,9 @@ def _with_compile_options(fn: Any) -> Any:
 
 
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
-             cpu: str | None, sm: str | None, dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
+             cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, dump_ir: Path | None,
+             explain: str | None, verbose: bool) -> None:
+    from aot.codegen.nvptx.target import MATMUL_PRECISIONS
     from aot.driver import check_target, compile_model
     from aot.planning.fusion import explain as explain_fusion
 
@@ -120,6 +125,13 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
             raise ArgumentError(f"--sm {sm} needs GPU code: add cuda to --target (--target cuda or cpu,cuda)")
         if cpu is not None and not wants_cpu:
             raise ArgumentError(f"--cpu {cpu} needs CPU code: add cpu to --target (--target cpu or cpu,cuda)")
+        if gpu_matmul_precision is not None:
+            if gpu_matmul_precision not in MATMUL_PRECISIONS:
+                raise ArgumentError(f"--gpu-matmul-precision {gpu_matmul_precision}: choose one of "
+                                    f"{', '.join(MATMUL_PRECISIONS)}")
+            if not wants_gpu:
+                raise ArgumentError(f"--gpu-matmul-precision {gpu_matmul_precision} needs GPU code: add cuda to "
+                                    f"--target (--target cuda or cpu,cuda)")
     except ArgumentError as err:
         _fail(err)
     shapes = parse_shape_option(shape)
@@ -127,7 +139,7 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     try:
         result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target, cpu=cpu,
-                               sm=sm, dump_ir=dump_ir, log=log)
+                               sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32", dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
     if explain == "fusion":

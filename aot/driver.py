@@ -276,6 +276,7 @@ def compile_model(
     target: str = "cpu",
     cpu: str | None = None,
     sm: str | Sequence[str] | None = None,
+    gpu_matmul_precision: str = "fp32",
     dump_ir: str | os.PathLike | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CompileResult:
@@ -285,6 +286,10 @@ def compile_model(
     inputs to constant values (ONNX). `target` "cpu", "cuda" or "cpu,cuda": CPU code
     for `cpu` (default "native"), PTX (and cubin, where ptxas is installed) for each
     GPU architecture of `sm` (default all: sm_80, sm_90), or both, from one plan.
+    `gpu_matmul_precision` "fp32" (default) or "tf32": with tf32, the GPU code runs f32
+    matrix multiplies on tensor cores with their inputs rounded to tf32 (10 mantissa bits),
+    which changes results; the manifest's cuda entry records it. f16/bf16 ones use tensor
+    cores either way.
     Writes `output_path` when given, through a temp file and a rename; always
     returns the artifact bytes, manifest and execution plan. A wrong argument
     (shapes, target, cpu, sm, an output path that cannot be written or is the
@@ -292,6 +297,7 @@ def compile_model(
     """
     from aot.artifact import pack_artifact, write_atomically
     from aot.codegen.cpu import CpuTarget, emit_cpu
+    from aot.codegen.nvptx.target import check_matmul_precision
     from aot.gpu_package import build_gpu, check_sms, gpu_manifest, gpu_sections, gpu_tooling
 
     # every argument is checked before the work, so a mistake costs no compile
@@ -301,6 +307,10 @@ def compile_model(
     if cpu is not None and not wants_cpu:
         raise ArgumentError(f"cpu {cpu!r} is given but target {target!r} has no CPU; use target 'cpu' or 'cpu,cuda'")
     sms = check_sms(sm) if wants_gpu else ()
+    check_matmul_precision(gpu_matmul_precision)
+    if gpu_matmul_precision != "fp32" and not wants_gpu:
+        raise ArgumentError(f"gpu_matmul_precision {gpu_matmul_precision!r} is given but target {target!r} has no GPU; "
+                            f"use target 'cuda' or 'cpu,cuda'")
     if output_path is not None and not isinstance(output_path, (str, os.PathLike)):
         raise ArgumentError(f"output_path must be a path (str or os.PathLike), got {type(output_path).__name__}")
     path = Path(output_path) if output_path is not None else None
@@ -335,7 +345,7 @@ def compile_model(
         sections.append((f"cpu.{code.target.arch}", code.shared_object))
     gpu_entry = gpu_notes = None
     if sms:
-        builds = build_gpu(plan, sms, dump_dir, log)
+        builds = build_gpu(plan, sms, dump_dir, log, gpu_matmul_precision)
         sections.extend(gpu_sections(builds))
         gpu_entry, gpu_notes = gpu_manifest(plan, builds, "weights"), gpu_tooling(plan, builds)
     manifest = build_manifest(plan, code, name, gpu_entry)

@@ -59,9 +59,10 @@ def check_sms(sm: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def build_gpu(plan: ExecutionPlan, sms: Sequence[str], dump_dir: Path | None = None,
-              log: Callable[[str], None] | None = None) -> list[GpuBuild]:
+              log: Callable[[str], None] | None = None, matmul_precision: str = "fp32") -> list[GpuBuild]:
     """PTX for each SM of `sms`, assembled to a cubin where ptxas is installed. A kernel without
-    a GPU body is a CodegenError naming it (nvptx/bodies.py)."""
+    a GPU body is a CodegenError naming it (nvptx/bodies.py). `matmul_precision`: the f32 matrix
+    multiplies' (nvptx/target.py MATMUL_PRECISIONS)."""
     from aot.codegen.nvptx import NvptxTarget, emit_gpu
     from aot.codegen.nvptx.ptxas import assemble_cubin, ptxas_version
 
@@ -69,7 +70,7 @@ def build_gpu(plan: ExecutionPlan, sms: Sequence[str], dump_dir: Path | None = N
     builds = []
     for sm in sms:
         start = time.perf_counter()
-        code = emit_gpu(plan, NvptxTarget(sm))
+        code = emit_gpu(plan, NvptxTarget(sm, matmul_precision))
         if log:
             log(f"{'gpu ' + sm:<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.ptx)} B of PTX, "
                 f"{len(code.kernels)} kernels")
@@ -99,7 +100,8 @@ def gpu_sections(builds: Sequence[GpuBuild]) -> list[tuple[str, bytes]]:
 
 def gpu_manifest(plan: ExecutionPlan, builds: Sequence[GpuBuild], weights_section: str) -> dict[str, Any]:
     """The manifest's `cuda` entry: the device arena (the plan's), the weights section (the CPU
-    path's), and per SM its code sections and launch plan, kernels in execution order."""
+    path's), the f32 matmul precision the code was built with, and per SM its code sections
+    and launch plan, kernels in execution order."""
     sms = []
     for build in builds:
         entry: dict[str, Any] = {"sm": build.sm, "ptx": build.ptx_section}
@@ -107,7 +109,9 @@ def gpu_manifest(plan: ExecutionPlan, builds: Sequence[GpuBuild], weights_sectio
             entry["cubin"] = build.cubin_section
         entry["kernels"] = [{"name": k.name, **k.launch_json()} for k in build.code.kernels]
         sms.append(entry)
-    return {"arena": {"bytes": plan.arena_bytes, "alignment": 64}, "weights": weights_section, "sms": sms}
+    precision = builds[0].code.target.matmul_precision if builds else "fp32"
+    return {"arena": {"bytes": plan.arena_bytes, "alignment": 64}, "weights": weights_section,
+            "matmul_precision": precision, "sms": sms}
 
 
 def gpu_tooling(plan: ExecutionPlan, builds: Sequence[GpuBuild]) -> dict[str, Any]:
