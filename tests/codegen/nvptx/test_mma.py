@@ -9,20 +9,26 @@ SIMT bodies)."""
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 import llvmlite.binding as llvm
 import ml_dtypes
 import numpy as np
+import onnxruntime as ort
 import pytest
 from llvmlite import ir
+from onnx import TensorProto, helper, numpy_helper
 
 from aot.codegen.cpu.loops import const_i64
 from aot.codegen.cpu.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
-from aot.codegen.nvptx import NvptxTarget, assemble, ptxas_path
+from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu, ptxas_path
+from aot.codegen.nvptx.emulate import emulate
 from aot.codegen.nvptx.simt import MMA_BF16, MMA_F16, MMA_TF32, WARP, GpuSimt, HostSimt, MmaShape, affine
 from aot.errors import CodegenError
+from gpu_util import SMS, emulated_matches_onnxruntime, gpu_plan
+from onnx_util import make_model, vinfo
 
 I32 = ir.IntType(32)
 SHAPES = {"f16": MMA_F16, "bf16": MMA_BF16, "tf32": MMA_TF32}
@@ -189,15 +195,6 @@ def test_simt_mma_misuse_is_refused():
 
 
 # == the mma bodies on models ==================================================================
-from pathlib import Path  # noqa: E402
-
-import onnxruntime as ort  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from aot.codegen.nvptx import emit_gpu  # noqa: E402
-from aot.codegen.nvptx.emulate import emulate  # noqa: E402
-from gpu_util import SMS, assembles_for_every_sm, emulated_matches_onnxruntime, gpu_plan  # noqa: E402
-from onnx_util import make_model, vinfo  # noqa: E402
 
 H, F = TensorProto.FLOAT16, TensorProto.FLOAT
 CONTRACTIONS = ("dot", "packed_dot")
@@ -259,14 +256,13 @@ def test_f16_attention_matmuls(rng):
 def test_f16_matmul_in_large_tiles(rng):
     """132 batches of [128, 32] x [32, 128]: one 128 x 128 tile each, 132 blocks (the LARGE tile)."""
     from aot.codegen.nvptx import mma
+    from aot.codegen.nvptx.gemm import Problem
 
     model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
                        [vinfo("a", H, (132, 128, 32)), vinfo("b", H, (132, 32, 128))], [vinfo("y", H, (132, 128, 128))])
     plan = emulated_matches_onnxruntime(model, {"a": _f16(rng, (132, 128, 32), 0.5), "b": _f16(rng, (132, 32, 128), 0.5)},
                                         rtol=4e-3, atol=4e-3)
     assert _contraction_bodies(plan) == ["mma"]
-    from aot.codegen.nvptx.gemm import Problem
-
     assert mma._tile_of(Problem.of(plan.kernels[0], mma._is_half_contraction)) == mma.LARGE
     _check_assembly(plan)
 
