@@ -1,4 +1,4 @@
-"""What the shared scalar emitters (cpu/elemental.py, cpu/math.py) need to know of a target.
+"""What the shared scalar emitters (codegen/elemental.py, codegen/math.py) need to know of a target.
 
 The elemental emitter and the math library are target-neutral LLVM IR except
 for two choices: whether rounding intrinsics (floor, ceil, roundeven) lower to

@@ -133,3 +133,22 @@ def test_layers_import_only_below(graph, module):
 def test_importers_run_no_pass(graph, module):
     # the pipeline owns the passes, DCE of the imported graph included
     assert not sorted(m for m in graph[module] if _within(m, "aot.rewrite") or _within(m, "aot.planning"))
+
+
+# the back ends: what both emit from (aot/codegen/*.py: the elemental emitter, the math
+# library, loops, the work item, epilogue and operand-view analysis) imports neither; the
+# NVPTX back end imports the CPU one only to run its kernels on the host (emulate.py)
+SHARED_CODEGEN = sorted(m for m in MODULES if m.startswith("aot.codegen.") and m.count(".") == 2
+                        and m not in ("aot.codegen.cpu", "aot.codegen.nvptx"))
+BACK_END_USES = {"aot.codegen.nvptx.emulate": ("aot.codegen.cpu.target",)}
+
+
+@pytest.mark.parametrize("module", SHARED_CODEGEN)
+def test_shared_codegen_imports_no_back_end(graph, module):
+    assert not sorted(m for m in graph[module] if _within(m, "aot.codegen.cpu") or _within(m, "aot.codegen.nvptx"))
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, "aot.codegen.nvptx")))
+def test_the_gpu_back_end_uses_the_cpu_one_only_to_emulate(graph, module):
+    used = sorted(m for m in graph[module] if _within(m, "aot.codegen.cpu"))
+    assert used == sorted(BACK_END_USES.get(module, ())), f"{module} imports {used}"

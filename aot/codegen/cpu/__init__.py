@@ -17,7 +17,7 @@ from llvmlite import ir
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu.link import link_shared
-from aot.codegen.cpu.math import MathLib
+from aot.codegen.math import MathLib
 from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3

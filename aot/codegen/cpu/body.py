@@ -11,7 +11,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from aot.codegen.cpu.elemental import ElementalEmitter
+from aot.codegen.elemental import ElementalEmitter
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.plan import Kernel

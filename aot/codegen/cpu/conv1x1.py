@@ -36,9 +36,10 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
-from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
-from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32
+from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.fused_epilogue import Epilogue
+from aot.codegen.loops import branch, const_i64, delinearize, for_range
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node

@@ -34,14 +34,14 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.epilogue import Epilogue, store_epilogue
-from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32
+from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.fused_epilogue import Epilogue, elementwise_epilogue
+from aot.codegen.loops import branch, const_i64, delinearize, for_range
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
-from aot.ir.ops import ELEMENTWISE
 from aot.plan import Kernel
 
 # output columns per vector: an AVX-512 register of f32 (two registers on AVX2)
@@ -51,32 +51,6 @@ MAX_TAPS = 64
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 ZERO = const_i64(0)
-
-
-# == epilogue analysis ================================================================
-def elementwise_epilogue(kernel: Kernel, is_target: Callable[[Node], bool]) -> Node | None:
-    """The first node of `kernel` passing `is_target` that the root reads only through
-    elementwise ops (so at the root's own index), or None."""
-    root = kernel.root.producer
-    if root is None:
-        return None
-    for candidate in kernel.nodes:
-        if not is_target(candidate):
-            continue
-        if candidate is root:
-            return candidate
-        reach = {id(candidate.out)}
-        safe = True
-        for node in kernel.nodes:
-            if node is candidate or not any(id(v) in reach for v in node.inputs):
-                continue
-            if node.op not in ELEMENTWISE or node.out.type.shape != candidate.out.type.shape:
-                safe = False
-                break
-            reach.add(id(node.out))
-        if safe and id(root.out) in reach:
-            return candidate
-    return None
 
 
 # == the window geometry and row loads (shared with pool.py) ==========================

@@ -1,5 +1,5 @@
-"""The fused epilogue of a contraction body: which contraction a kernel's root reads,
-and the store of each root element computed from an accumulator lane.
+"""The store of a CPU contraction body's fused epilogue: each root element computed from
+an accumulator lane (which contraction the root reads: codegen/fused_epilogue.py).
 
 A fast body (packed dot and conv, pointwise conv, run-time dot, depthwise conv,
 pooling) computes its contraction itself; the rest of the kernel (bias,
@@ -10,57 +10,13 @@ contraction at the root's own index: through elementwise ops alone.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from llvmlite import ir
 
 from aot.codegen.cpu.body import KernelContext
-from aot.codegen.cpu.math import F32
-from aot.ir.graph import Node
-from aot.ir.ops import ELEMENTWISE
-from aot.plan import Kernel
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    """A kernel's root reads `contraction` through elementwise ops only (or is it)."""
-
-    contraction: Node
-    # contractions accumulated into the same accumulators (planning/contraction_sum.py);
-    # the epilogue reads them as 0, their sum already being in the contraction's lane
-    partners: tuple[Node, ...] = ()
-
-    @staticmethod
-    def find(kernel: Kernel, is_contraction: Callable[[Node], bool]) -> Epilogue | None:
-        """The first node of `kernel` passing `is_contraction` that the root is, or reads
-        through elementwise ops only; None if there is none."""
-        root = kernel.root.producer
-        if root is None:
-            return None
-        for candidate in kernel.nodes:
-            if is_contraction(candidate) and (candidate is root or _reads_elementwise(kernel, candidate, root)):
-                return Epilogue(candidate)
-        return None
-
-
-def _reads_elementwise(kernel: Kernel, contraction: Node, root: Node) -> bool:
-    """Every node of `kernel` that reads `contraction`, directly or not, is elementwise, and the root is one."""
-    reach_ids = {id(contraction.out)}
-    for node in kernel.nodes:  # topological order
-        if node is not contraction and any(id(v) in reach_ids for v in node.inputs):
-            if node.op not in ELEMENTWISE:
-                return False
-            reach_ids.add(id(node.out))
-    return id(root.out) in reach_ids
-
-
-def packed_epilogue(kernel: Kernel, is_contraction: Callable[[Node], bool]) -> Epilogue | None:
-    """The epilogue of the kernel's contraction, if the contraction's weight is read from a buffer."""
-    epilogue = Epilogue.find(kernel, is_contraction)
-    if epilogue is None or id(epilogue.contraction.inputs[1]) not in {id(p) for p in kernel.params}:
-        return None
-    return epilogue
+from aot.codegen.fused_epilogue import Epilogue
+from aot.codegen.math import F32
 
 
 def store_epilogue(ctx: KernelContext, epilogue: Epilogue, elements: Sequence[tuple[ir.Value, list[ir.Value], ir.Value]]) -> None:

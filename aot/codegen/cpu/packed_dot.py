@@ -27,9 +27,10 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import KernelContext, matched_body
-from aot.codegen.cpu.epilogue import Epilogue, packed_epilogue, store_epilogue
-from aot.codegen.cpu.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
+from aot.codegen.loops import branch, const_i64, delinearize, for_range
+from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node

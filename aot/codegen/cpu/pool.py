@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from aot.codegen.cpu.depthwise import (
-    LANES, MAX_TAPS, Window, elementwise_epilogue, for_blocks, load_columns, store_block,
-)
+from aot.codegen.cpu.depthwise import LANES, MAX_TAPS, Window, for_blocks, load_columns, store_block
+from aot.codegen.fused_epilogue import elementwise_epilogue
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.elemental import ACCUMULATE
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
-from aot.codegen.cpu.math import intrinsic
+from aot.codegen.elemental import ACCUMULATE
+from aot.codegen.loops import const_i64, delinearize, for_range
+from aot.codegen.math import intrinsic
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import vector_of
 from aot.ir.graph import Node

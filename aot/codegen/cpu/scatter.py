@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from aot.codegen.cpu.elemental import ZERO, index_as_i64
+from aot.codegen.elemental import ZERO, index_as_i64
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.loops import const_i64, delinearize, for_nest, for_range, linearize
+from aot.codegen.loops import const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir.ops.indexing import ScatterDims
 from aot.plan import Kernel

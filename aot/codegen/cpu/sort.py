@@ -12,9 +12,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.elemental import register_type
+from aot.codegen.elemental import register_type
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range, linearize
+from aot.codegen.loops import I64, const_i64, delinearize, for_range, linearize
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
 from aot.ir.types import DType, SIGNED_DTYPES

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from aot.codegen.cpu.loops import const_i64
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.loops import const_i64
+from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
 
 # accumulator tile: rows x column blocks; 6 x 2 (or 3 x 4) vectors leave

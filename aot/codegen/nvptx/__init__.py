@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from aot.codegen.cpu.math import MathLib
+from aot.codegen.math import MathLib
 from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel
 from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path

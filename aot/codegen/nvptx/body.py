@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.arith_target import ArithTarget
-from aot.codegen.cpu.elemental import ElementalEmitter
+from aot.codegen.elemental import ElementalEmitter
 from aot.codegen.nvptx.simt import Simt
 from aot.plan import Kernel
 

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.epilogue import Epilogue
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.fused_epilogue import Epilogue
+from aot.codegen.loops import const_i64, delinearize, for_range
+from aot.codegen.math import F32, intrinsic
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.ir.graph import Node
 from aot.ir.ops import Packing

@@ -6,7 +6,7 @@ elementwise: kernels with no op that loops (no reduction, contraction or pooling
     them at once (st.global.v4 where the row length allows); the output index is
     delinearized once per thread.
 rows: everything else the elemental emitter lowers: thread t of the launch runs work
-    item t of the CPU kernel (cpu/kernel.py emit_work_item: one innermost output row,
+    item t of the CPU kernel (codegen/work_item.py emit_work_item: one innermost output row,
     its reductions hoisted to the row's preamble). Correct for every such kernel; the
     faster bodies for rows, contractions and pooling come before it in bodies.py.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.kernel import emit_work_item, work_items
-from aot.codegen.cpu.loops import const_i64, delinearize
+from aot.codegen.work_item import emit_work_item, work_items
+from aot.codegen.loops import const_i64, delinearize
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.plan import Kernel
 

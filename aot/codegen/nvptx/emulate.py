@@ -19,7 +19,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from aot.codegen.cpu.math import MathLib
+from aot.codegen.math import MathLib
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx.kernel import GpuKernel, emit_kernel

@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.dot_dynamic import StridedView
-from aot.codegen.cpu.epilogue import Epilogue
-from aot.codegen.cpu.loops import const_i64, delinearize
-from aot.codegen.cpu.math import F32, intrinsic
+from aot.codegen.fused_epilogue import Epilogue
+from aot.codegen.strided_view import StridedView
+from aot.codegen.loops import const_i64, delinearize
+from aot.codegen.math import F32, intrinsic
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.elementwise import LOOPING_OPS
 from aot.codegen.nvptx.simt import GpuSimt, Simt, ThreadVar

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.codegen.arith_target import ArithTarget
-from aot.codegen.cpu.elemental import ElementalEmitter, storage_type
-from aot.codegen.cpu.loops import I64
-from aot.codegen.cpu.math import MathLib
+from aot.codegen.elemental import ElementalEmitter, storage_type
+from aot.codegen.loops import I64
+from aot.codegen.math import MathLib
 from aot.codegen.nvptx.bodies import GpuContext, gpu_body_of
 from aot.codegen.nvptx.simt import MAX_GRID, GpuSimt, HostSimt, Simt
 from aot.errors import CodegenError

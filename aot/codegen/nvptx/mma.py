@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.loops import const_i64
-from aot.codegen.cpu.math import F32
+from aot.codegen.loops import const_i64
+from aot.codegen.math import F32
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.gemm import FILL_BLOCKS, THREADS, Problem, Staging, _block_batch, _launch_bounds, _order, _store_result
 from aot.codegen.nvptx.simt import MMA_BF16, MMA_F16, MMA_TF32, WARP, GpuSimt, MmaShape, Simt, ThreadVar, affine

@@ -26,9 +26,9 @@ import math
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.depthwise import elementwise_epilogue
-from aot.codegen.cpu.loops import const_i64, delinearize, for_range
-from aot.codegen.cpu.math import F32
+from aot.codegen.fused_epilogue import elementwise_epilogue
+from aot.codegen.loops import const_i64, delinearize, for_range
+from aot.codegen.math import F32
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import WARP
 from aot.ir.graph import Node

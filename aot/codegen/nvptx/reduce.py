@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.elemental import ElementalEmitter, register_type
-from aot.codegen.cpu.loops import I64, const_i64, delinearize
+from aot.codegen.elemental import ElementalEmitter, register_type
+from aot.codegen.loops import I64, const_i64, delinearize
 from aot.codegen.nvptx import row_groups
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import MAX_GRID, WARP, Simt, ThreadVar

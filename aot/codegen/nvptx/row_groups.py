@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from aot.codegen.cpu.elemental import register_type
+from aot.codegen.elemental import register_type
 from aot.ir.graph import Node, Value
 from aot.ir.ops import DATA_MOVEMENT, ELEMENTWISE, GENERATORS
 from aot.plan import Kernel
@@ -128,7 +128,7 @@ def _requests(kernel: Kernel, outer: int) -> dict[int, set[tuple[Term, ...]]] | 
 
 def _operand_indices(node: Node, index: tuple[Term, ...]) -> list[tuple[Value, tuple[Term, ...]]]:
     """The index each operand of `node` is read at when `node` is read at `index`, as
-    cpu/elemental.py's emitter for the op computes it."""
+    codegen/elemental.py's emitter for the op computes it."""
     op, attrs, inputs = node.op, node.attrs, node.inputs
     if op in ELEMENTWISE:
         return [(x, index) for x in inputs]

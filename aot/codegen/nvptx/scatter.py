@@ -27,8 +27,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.elemental import ZERO, index_as_i64
-from aot.codegen.cpu.loops import const_i64, delinearize, for_nest, linearize
+from aot.codegen.elemental import ZERO, index_as_i64
+from aot.codegen.loops import const_i64, delinearize, for_nest, linearize
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import WARP
 from aot.codegen.nvptx.sort import phase, strided

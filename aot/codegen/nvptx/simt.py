@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.cpu.loops import I64, const_i64, for_range
+from aot.codegen.loops import I64, const_i64, for_range
 from aot.errors import CodegenError
 
 I32 = ir.IntType(32)

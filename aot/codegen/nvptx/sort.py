@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_range, linearize
+from aot.codegen.loops import I64, const_i64, delinearize, for_range, linearize
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import MAX_GRID, WARP, Simt
 from aot.ir.graph import Value

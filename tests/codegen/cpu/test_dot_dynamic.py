@@ -12,7 +12,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from aot.codegen.cpu.dot_dynamic import DYNAMIC_DOT_EMITTER, StridedView
+from aot.codegen.cpu.dot_dynamic import DYNAMIC_DOT_EMITTER
+from aot.codegen.strided_view import StridedView
 from aot.codegen.cpu.kernel import kernel_work_items
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value

@@ -19,8 +19,8 @@ from llvmlite import ir
 from aot.codegen.cpu import CpuTarget, emit_cpu, optimize
 from aot.codegen.cpu.bodies import body_emitter
 from aot.codegen.cpu.link import link_shared
-from aot.codegen.cpu.loops import const_i64
-from aot.codegen.cpu.math import F32
+from aot.codegen.loops import const_i64
+from aot.codegen.math import F32
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
 from aot.codegen.cpu.packed_dot import DOT_EMITTER
 from aot.codegen.cpu.vector import masked_load, store_vector

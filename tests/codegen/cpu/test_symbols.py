@@ -7,7 +7,7 @@ import pytest
 from llvmlite import ir
 
 from aot.codegen.cpu import CpuTarget, emit_cpu
-from aot.codegen.cpu import math as cpu_math
+from aot.codegen import math as cpu_math
 from aot.codegen.cpu.symbols import check_module, check_object, undefined_references
 from aot.errors import CodegenError
 from aot.ir import Builder, DType, Graph, TensorType

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from aot.codegen.cpu.loops import const_i64
-from aot.codegen.cpu.math import F32
+from aot.codegen.loops import const_i64
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx import NvptxTarget, assemble, ptxas_path

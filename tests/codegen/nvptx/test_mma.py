@@ -19,8 +19,8 @@ import pytest
 from llvmlite import ir
 from onnx import TensorProto, helper, numpy_helper
 
-from aot.codegen.cpu.loops import const_i64
-from aot.codegen.cpu.math import F32
+from aot.codegen.loops import const_i64
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu, ptxas_path

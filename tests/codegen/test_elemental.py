@@ -1,4 +1,4 @@
-"""Elemental CPU codegen (aot/codegen/cpu/elemental.py) of integer bitwise ops, rem, shifts and bit
+"""Elemental CPU codegen (aot/codegen/elemental.py) of integer bitwise ops, rem, shifts and bit
 counts, gather (indices clamped), reverse, conv with lhs_dilation and reduce_window with dilations, vs
 the reference interpreter (hand-built plans run with ctypes)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Accuracy of the libm-free transcendentals (aot/codegen/cpu/math.py), in ulps, on dense grids and
+"""Accuracy of the libm-free transcendentals (aot/codegen/math.py), in ulps, on dense grids and
 at special values; rem exact; f16 results of the functions computed in f64, rounded once and
 loadable (no libgcc conversion call)."""
 from __future__ import annotations

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from llvmlite import ir
 
-from aot.codegen.cpu import math as m
-from aot.codegen.cpu.loops import I64, const_i64, delinearize, for_nest, for_range, linearize
+from aot.codegen import math as m
+from aot.codegen.loops import I64, const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.arith_target import ArithTarget
 from aot.errors import CodegenError
 from aot.ir.graph import Node, Value
@@ -193,7 +193,7 @@ class ElementalEmitter:
         self._row_scope = 0
         self._preamble: ir.Block | None = None
         self._row_start: tuple[tuple[ir.Value, ...], ir.Value, tuple[int, ...]] | None = None
-        # row caching (codegen/cpu/row_cache.py): while set, the reduction loop over this
+        # row caching (codegen/row_cache.py): while set, the reduction loop over this
         # value's row also stores each element at pointer + row start + position
         self.row_cache_fill: tuple[Value, ir.Value, ir.Value] | None = None
         self._hoisting = 0  # > 0 while a preamble segment is emitted

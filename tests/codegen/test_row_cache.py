@@ -1,4 +1,4 @@
-"""Row caching (codegen/cpu/row_cache.py): a softmax evaluates exp once per element.
+"""Row caching (codegen/row_cache.py): a softmax evaluates exp once per element.
 
 The reduction's loop stores the reduced operand into the root's output row
 and the inner loop reads it back; the results must equal the recomputing
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aot.codegen.cpu import row_cache
+from aot.codegen import row_cache
 from aot.interpreter import interpret
 from aot.ir.parser import parse_graph
 from aot.planning.fusion import fuse
