@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import onnx_suite  # noqa: E402
 
-SUITES = ("benchmark", "light", "stablehlo", "node")
+SUITES = ("benchmark", "light", "stablehlo", "node")  # and "zoo" with --zoo DIR
 STABLEHLO_DIR = ROOT / "tests" / "data" / "stablehlo"
 
 
@@ -82,6 +82,25 @@ def _benchmark_cases(work: Path) -> list[GpuCase]:
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         expected = session.run(None, {session.get_inputs()[0].name: x})
         cases.append(GpuCase(name, "benchmark", onnx.load(str(path)), [x], expected, 1e-3, 1e-4))
+    return cases
+
+
+def _zoo_cases(folder: Path) -> list[GpuCase]:
+    """The exported zoo models (benchmarks/bench_zoo.py writes NAME.onnx and NAME.inputs.npz) against onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+
+    cases = []
+    for path in sorted(folder.glob("*.onnx")):
+        feeds_file = path.with_name(path.stem + ".inputs.npz")
+        if not feeds_file.exists():
+            continue
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        feeds = dict(np.load(feeds_file))
+        names = [i.name for i in session.get_inputs()]
+        expected = session.run(None, {n: feeds[n] for n in names})
+        cases.append(GpuCase(path.stem, "zoo", onnx.load(str(path)), [feeds[n] for n in names], expected, 1e-3, 1e-3,
+                             {n: tuple(feeds[n].shape) for n in names}))
     return cases
 
 
@@ -209,11 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-emulate", action="store_true", help="ptxas only")
     parser.add_argument("--filter", action="append", default=[], help="only cases whose name contains this")
+    parser.add_argument("--zoo", type=Path, help="also the zoo models exported in this folder (bench_zoo.py)")
     parser.add_argument("--kernels", type=Path, help="write every kernel's ptxas line (markdown) here")
     args = parser.parse_args(argv)
     from aot.codegen.nvptx import ptxas_path
 
-    suites = args.suite or list(SUITES)
+    suites = args.suite or ([] if args.zoo else list(SUITES))
     sms = args.sm.split(",")
     if ptxas_path() is None:
         print("ptxas is not installed: no assembly, emulation only", file=sys.stderr)
@@ -222,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         for suite in suites:
             cases += {"benchmark": lambda: _benchmark_cases(Path(tmp)), "light": _light_cases,
                       "stablehlo": _stablehlo_cases, "node": lambda: _node_cases(args.node_sample, args.seed)}[suite]()
+        if args.zoo is not None:
+            cases += _zoo_cases(args.zoo)
         if args.filter:
             cases = [c for c in cases if any(f in c.name for f in args.filter)]
         print(f"| model | suite | kernels | bodies | regs {'/'.join(sms)} | spilling kernels | max smem B | "

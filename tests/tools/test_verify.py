@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import aot.driver
 import aot.pipeline
 from aot import cli
-from aot.codegen.cpu.math import MathLib
+from aot.codegen.math import MathLib
 from aot.feeds import seeded_inputs
 from aot.ir.graph import Graph
 from aot.rewrite.base import Pass
