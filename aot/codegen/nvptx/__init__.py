@@ -3,6 +3,7 @@
     code = emit_gpu(plan, NvptxTarget("sm_80"))
     code.ptx                              # PTX text, one .entry aot_kernel_<i> per plan kernel
     code.kernels                          # [GpuKernel(symbol, grid, block, shared bytes, args...)]
+    code.checks                           # the run-time checks' launch (nvptx/checks.py), None without
     assemble(code.ptx, "sm_90")           # with ptxas: {symbol: PtxasInfo(registers, spills...)}
 
 The kernels are the plan's (same fusion, layouts, weights and arena); each gets
@@ -18,6 +19,7 @@ from llvmlite import ir
 
 from aot.codegen.math import MathLib
 from aot.codegen.llvm_pipeline import run_o3
+from aot.codegen.nvptx.checks import emit_checks
 from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel
 from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
 from aot.codegen.nvptx.target import NvptxTarget
@@ -33,16 +35,18 @@ class GpuCode:
     kernels: list[GpuKernel]
     llvm_ir: str
     target: NvptxTarget
+    checks: GpuKernel | None = None  # aot_model_checks, launched after the last kernel
 
 
-def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, list[GpuKernel]]:
-    """The unoptimized LLVM module of `plan`'s kernels for `target`."""
+def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, list[GpuKernel], GpuKernel | None]:
+    """The unoptimized LLVM module of `plan`'s kernels, and of its checks kernel where it has
+    run-time checks, for `target`."""
     module = ir.Module(name="aot")
     module.triple = target.triple
     lib = MathLib(module, target)
     kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", matmul_precision=target.matmul_precision)
                for i, kernel in enumerate(plan.kernels)]
-    return module, kernels
+    return module, kernels, emit_checks(module, plan)
 
 
 def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
@@ -52,9 +56,9 @@ def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
 
 def emit_gpu(plan: ExecutionPlan, target: NvptxTarget) -> GpuCode:
     machine = target.target_machine()
-    module, kernels = build_module(plan, target)
+    module, kernels, checks = build_module(plan, target)
     optimized = optimize(module, machine)
-    return GpuCode(machine.emit_assembly(optimized), kernels, str(optimized), target)
+    return GpuCode(machine.emit_assembly(optimized), kernels, str(optimized), target, checks)
 
 
 def emit_ptx(plan: ExecutionPlan, sm: str) -> str:

@@ -6,14 +6,16 @@ For testing the GPU kernels' logic without a GPU: each kernel is emitted for the
 host with its blocks and threads as loops, phases split at barriers, shared
 memory as a per-block array and warp shuffles over the lanes' slots, compiled in
 memory (LLVM MCJIT) and run in plan order over an arena, the weights, inputs and
-outputs laid out as the launch plan says. What it cannot show: races (a missing
-sync), and what ptxas and the hardware do to the PTX (fast-math instructions,
-occupancy); ptxas and a GPU, where one is lent, cover those.
+outputs laid out as the launch plan says, then the checks kernel (nvptx/checks.py):
+a failing run-time check is a RunError with its message, as from the CPU Session.
+What it cannot show: races (a missing sync), and what ptxas and the hardware do to
+the PTX (fast-math instructions, occupancy); ptxas and a GPU, where one is lent,
+cover those.
 """
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -22,8 +24,9 @@ from llvmlite import ir
 from aot.codegen.math import MathLib
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
+from aot.codegen.nvptx.checks import emit_checks
 from aot.codegen.nvptx.kernel import GpuKernel, emit_kernel
-from aot.errors import ArgumentError
+from aot.errors import ArgumentError, RunError
 from aot.plan import ExecutionPlan
 
 
@@ -35,19 +38,22 @@ def _aligned(nbytes: int) -> np.ndarray:
 
 
 def build_host_module(plan: ExecutionPlan, target: CpuTarget,
-                      matmul_precision: str = "fp32") -> tuple[ir.Module, list[GpuKernel]]:
+                      matmul_precision: str = "fp32") -> tuple[ir.Module, list[GpuKernel], GpuKernel | None]:
     module = ir.Module(name="aot_emulated")
     module.triple = target.triple
     lib = MathLib(module, target)
     kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", realization="host",
                            matmul_precision=matmul_precision)
                for i, kernel in enumerate(plan.kernels)]
-    return module, kernels
+    return module, kernels, emit_checks(module, plan, realization="host")
 
 
 class EmulatedKernels:
     """The plan's GPU kernels compiled for this host; call `run(feeds)` as often as needed.
-    `matmul_precision` picks the bodies as NvptxTarget.matmul_precision does for the GPU."""
+    `matmul_precision` picks the bodies as NvptxTarget.matmul_precision does for the GPU.
+    `checks` is the checks kernel (None without run-time checks); `functions` maps every
+    symbol, the checks kernel's too, to (its launch, its host function taking the launch's
+    addresses then block_begin, block_end)."""
 
     def __init__(self, plan: ExecutionPlan, matmul_precision: str = "fp32"):
         llvm.initialize_native_target()
@@ -55,14 +61,14 @@ class EmulatedKernels:
         self.plan = plan
         target = CpuTarget.host()
         machine = target.target_machine()
-        module, self.kernels = build_host_module(plan, target, matmul_precision)
+        module, self.kernels, self.checks = build_host_module(plan, target, matmul_precision)
         self._module = run_o3(module, machine, vectorize=True, back_end="emulated GPU")
         self._engine = llvm.create_mcjit_compiler(self._module, machine)
         self._engine.finalize_object()
-        self._functions = []
-        for kernel in self.kernels:
+        self.functions: dict[str, tuple[GpuKernel, Callable[..., None]]] = {}
+        for kernel in [*self.kernels, *([self.checks] if self.checks else [])]:
             signature = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(kernel.args)), ctypes.c_int64, ctypes.c_int64)
-            self._functions.append(signature(self._engine.get_function_address(kernel.symbol)))
+            self.functions[kernel.symbol] = (kernel, signature(self._engine.get_function_address(kernel.symbol)))
 
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         graph = self.plan.graph
@@ -80,15 +86,22 @@ class EmulatedKernels:
         arena = _aligned(self.plan.arena_bytes)
         weights = _aligned(len(self.plan.weights))
         weights[:len(self.plan.weights)] = np.frombuffer(self.plan.weights, np.uint8)
-        bases = {"arena": arena.ctypes.data, "weights": weights.ctypes.data}
-        for kernel, function in zip(self.kernels, self._functions):
+        status = np.full(1, -1, np.int32)
+        bases = {"arena": arena.ctypes.data, "weights": weights.ctypes.data, "status": status.ctypes.data}
+        for kernel in [*self.kernels, *([self.checks] if self.checks else [])]:
             pointers = []
             for arg in kernel.args:
                 if arg.kind in bases:
                     pointers.append(bases[arg.kind] + arg.offset)
                 else:
                     pointers.append((inputs if arg.kind == "input" else outputs)[arg.index].ctypes.data)
-            function(*pointers, 0, kernel.blocks)
+            self.functions[kernel.symbol][1](*pointers, 0, kernel.blocks)
+        if self.checks:
+            failed = int(status[0])
+            if not 0 <= failed <= len(self.plan.checks):
+                raise RunError(f"the checks kernel answered {failed}, outside 0..{len(self.plan.checks)}")
+            if failed:
+                raise RunError(self.plan.checks[failed - 1].message)
         return [out[:v.type.size * v.type.dtype.itemsize].view(v.type.dtype.to_numpy()).reshape(v.type.shape).copy()
                 for out, v in zip(outputs, graph.outputs)]
 

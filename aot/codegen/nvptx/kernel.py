@@ -36,7 +36,8 @@ REALIZATIONS: dict[str, type[Simt]] = {"gpu": GpuSimt, "host": HostSimt}
 @dataclass(frozen=True)
 class GpuArg:
     """Where one kernel parameter points: `kind` "arena" or "weights" at byte `offset`,
-    or model "input" / "output" number `index`; `value` is the IR value it holds."""
+    or model "input" / "output" number `index`; `value` is the IR value it holds. The
+    checks kernel (nvptx/checks.py) also takes "status": the runtime's int32 status word."""
 
     kind: str
     index: int
@@ -46,6 +47,8 @@ class GpuArg:
     def to_json(self) -> dict[str, object]:
         if self.kind in ("arena", "weights"):
             return {"kind": self.kind, "offset": self.offset}
+        if self.kind == "status":
+            return {"kind": "status"}
         return {"kind": self.kind, "index": self.index}
 
 
