@@ -101,13 +101,16 @@ def gpu_sections(builds: Sequence[GpuBuild]) -> list[tuple[str, bytes]]:
 def gpu_manifest(plan: ExecutionPlan, builds: Sequence[GpuBuild], weights_section: str) -> dict[str, Any]:
     """The manifest's `cuda` entry: the device arena (the plan's), the weights section (the CPU
     path's), the f32 matmul precision the code was built with, and per SM its code sections
-    and launch plan, kernels in execution order."""
+    and launch plan, kernels in execution order, then (where the plan has run-time checks)
+    the checks kernel's launch, whose last argument is the runtime's status word."""
     sms = []
     for build in builds:
         entry: dict[str, Any] = {"sm": build.sm, "ptx": build.ptx_section}
         if build.assembly is not None:
             entry["cubin"] = build.cubin_section
         entry["kernels"] = [{"name": k.name, **k.launch_json()} for k in build.code.kernels]
+        if build.code.checks is not None:
+            entry["checks"] = build.code.checks.launch_json()
         sms.append(entry)
     precision = builds[0].code.target.matmul_precision if builds else "fp32"
     return {"arena": {"bytes": plan.arena_bytes, "alignment": 64}, "weights": weights_section,
@@ -116,23 +119,29 @@ def gpu_manifest(plan: ExecutionPlan, builds: Sequence[GpuBuild], weights_sectio
 
 def gpu_tooling(plan: ExecutionPlan, builds: Sequence[GpuBuild]) -> dict[str, Any]:
     """The tooling section's `cuda` entry: the arena's lower bound, and per SM the LLVM target,
-    the ptxas version, and per kernel its GPU body, block count and what ptxas reported."""
+    the ptxas version, and per kernel (and for the checks kernel) its GPU body, block count and
+    what ptxas reported."""
     sms = []
     for build in builds:
         target = build.code.target
         entry: dict[str, Any] = {"triple": target.triple, "features": target.features}
         if build.assembly is not None:
             entry["ptxas"] = build.ptxas_version
-        kernels = []
-        for kernel in build.code.kernels:
-            info: dict[str, Any] = {"name": kernel.name, "body": kernel.body, "blocks": kernel.blocks,
-                                    "static_shared_bytes": kernel.static_shared_bytes}
-            report = build.assembly.kernels.get(kernel.symbol) if build.assembly is not None else None
-            if report is not None:
-                info["ptxas"] = {"registers": report.registers, "stack_bytes": report.stack_bytes,
-                                 "spill_store_bytes": report.spill_store_bytes,
-                                 "spill_load_bytes": report.spill_load_bytes, "shared_bytes": report.shared_bytes}
-            kernels.append(info)
-        entry["kernels"] = kernels
+        entry["kernels"] = [_kernel_tooling(build, kernel, name=True) for kernel in build.code.kernels]
+        if build.code.checks is not None:
+            entry["checks"] = _kernel_tooling(build, build.code.checks, name=False)
         sms.append(entry)
     return {"arena": {"lower_bound_bytes": plan.arena_lower_bound}, "sms": sms}
+
+
+def _kernel_tooling(build: GpuBuild, kernel: Any, name: bool) -> dict[str, Any]:
+    """One launch's tooling entry: its GPU body, block count, declared shared memory and ptxas's
+    report; `name` only for plan kernels (the checks launch has none in the manifest)."""
+    info: dict[str, Any] = {"name": kernel.name} if name else {}
+    info.update({"body": kernel.body, "blocks": kernel.blocks, "static_shared_bytes": kernel.static_shared_bytes})
+    report = build.assembly.kernels.get(kernel.symbol) if build.assembly is not None else None
+    if report is not None:
+        info["ptxas"] = {"registers": report.registers, "stack_bytes": report.stack_bytes,
+                         "spill_store_bytes": report.spill_store_bytes,
+                         "spill_load_bytes": report.spill_load_bytes, "shared_bytes": report.shared_bytes}
+    return info

@@ -165,7 +165,10 @@ def _dims(launch: Mapping[str, Any], key: str, where: str, limits: tuple[int, in
     return product
 
 
-def _launch_args(launch: Mapping[str, Any], where: str, manifest: Mapping[str, Any], arena_bytes: int) -> None:
+def _launch_args(launch: Mapping[str, Any], where: str, manifest: Mapping[str, Any], arena_bytes: int,
+                 status: bool) -> None:
+    """A launch's `args`; with `status` (the checks launch) the last one, and only it, is
+    {"kind": "status"}: the runtime's int32 status word."""
     args = _array(launch, "args", f"{where}: ")
     if not args or len(args) > MAX_KERNEL_ARGS:
         raise _fail(f"{where}: \"args\" must hold 1 to {MAX_KERNEL_ARGS} arguments")
@@ -176,6 +179,8 @@ def _launch_args(launch: Mapping[str, Any], where: str, manifest: Mapping[str, A
         if not isinstance(arg, dict):
             raise _fail(f"{at}: must be an object")
         kind = _string(arg, "kind", at)
+        if status and (kind == "status") != (j == len(args) - 1):
+            raise _fail(f"{at}: the checks launch takes one \"status\" argument, its last")
         if kind in counts:
             if counts[kind] == 0:
                 raise _fail(f"{at}: the model has no {kind}s")
@@ -183,13 +188,26 @@ def _launch_args(launch: Mapping[str, Any], where: str, manifest: Mapping[str, A
         elif kind in sizes:
             # an address inside the buffer (or its end, for an empty value)
             _int(arg, "offset", at, 0, sizes[kind])
-        else:
+        elif not (status and kind == "status"):
             raise _fail(f"{at}: \"kind\" must be one of arena, weights, input, output")
+
+
+def _launch(launch: Any, at: str, manifest: Mapping[str, Any], arena_bytes: int, status: bool = False) -> None:
+    """One launch of the plan: symbol, grid, block, dynamic shared memory and arguments."""
+    if not isinstance(launch, dict):
+        raise _fail(f"{at}: must be an object")
+    _string(launch, "symbol", at)
+    _dims(launch, "grid", at, MAX_GRID)
+    if _dims(launch, "block", at, MAX_BLOCK) > MAX_BLOCK_THREADS:
+        raise _fail(f"{at}: a block of more than {MAX_BLOCK_THREADS} threads")
+    _int(launch, "shared_bytes", at, 0, MAX_SHARED_BYTES)
+    _launch_args(launch, at, manifest, arena_bytes, status)
 
 
 def _cuda(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
     """The GPU code and its launch plan (FORMAT.md "cuda"): optional; when present, every SM's
-    code sections exist and its launch plan has one launch per manifest kernel, in order."""
+    code sections exist and its launch plan has one launch per manifest kernel, in order, and
+    a checks launch exactly when the manifest has checks."""
     if "cuda" not in manifest:
         return
     cuda = _object(manifest, "cuda", "")
@@ -203,6 +221,7 @@ def _cuda(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
     if not sms:
         raise _fail("cuda: \"sms\" is empty (GPU code has at least one architecture)")
     kernels = manifest["kernels"]
+    checks = len(manifest.get("checks") or [])
     seen: set[str] = set()
     for i, entry in enumerate(sms):
         where = f"cuda.sms[{i}]"
@@ -221,17 +240,17 @@ def _cuda(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
             raise _fail(f"{where}: {len(launches)} kernels, the manifest has {len(kernels)}")
         for j, (launch, kernel) in enumerate(zip(launches, kernels)):
             at = f"{where}.kernels[{j}]"
-            if not isinstance(launch, dict):
-                raise _fail(f"{at}: must be an object")
+            _launch(launch, at, manifest, arena_bytes)
             name = _string(launch, "name", at, required=False)
             if name is not None and name != kernel.get("name", name):
                 raise _fail(f"{at}: name {name!r} is not kernels[{j}]'s {kernel.get('name')!r}")
-            _string(launch, "symbol", at)
-            _dims(launch, "grid", at, MAX_GRID)
-            if _dims(launch, "block", at, MAX_BLOCK) > MAX_BLOCK_THREADS:
-                raise _fail(f"{at}: a block of more than {MAX_BLOCK_THREADS} threads")
-            _int(launch, "shared_bytes", at, 0, MAX_SHARED_BYTES)
-            _launch_args(launch, at, manifest, arena_bytes)
+        # a GPU run that skipped the checks would return outputs the checks exist to refuse
+        if checks and "checks" not in entry:
+            raise _fail(f"{where}: the manifest has {checks} checks but no \"checks\" launch")
+        if "checks" in entry:
+            if not checks:
+                raise _fail(f"{where}: a \"checks\" launch, but the manifest has no checks")
+            _launch(entry["checks"], f"{where}.checks", manifest, arena_bytes, status=True)
 
 
 def _checks(manifest: Mapping[str, Any]) -> None:
@@ -265,5 +284,5 @@ def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> 
     _weights(manifest, sections)
     _cpu(manifest, sections)
     _kernels(manifest)
-    _cuda(manifest, sections)
     _checks(manifest)
+    _cuda(manifest, sections)

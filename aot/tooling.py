@@ -21,7 +21,8 @@ kernel names), so `annotated(manifest, tooling)` is the manifest as a tool wants
               "sms": [{"triple": "nvptx64-nvidia-cuda", "features": "+ptx70", "ptxas": "13.0.88",
                        "kernels": [{"name": "k0_dot", "body": "rows", "blocks": 4, "static_shared_bytes": 0,
                                     "ptxas": {"registers": 30, "stack_bytes": 0, "spill_store_bytes": 0,
-                                              "spill_load_bytes": 0, "shared_bytes": 0}}]}]},
+                                              "spill_load_bytes": 0, "shared_bytes": 0}}],
+                       "checks": {"body": "checks", "blocks": 1, "static_shared_bytes": 0}}]},
      "memory_plan": [{"buffer": "b0", "values": ["h"], "offset": 0, "size": 256, "start": 0, "end": 2}],
      "values": {"h": {"kind": "arena", "index": 0, "offset": 0, "bytes": 256}}}
 
@@ -87,7 +88,8 @@ _PTXAS_FIELDS = {"registers": "int", "stack_bytes": "int", "spill_store_bytes": 
 
 
 def _check_cuda(tooling: Mapping[str, Any], manifest: Mapping[str, Any]) -> None:
-    """tooling.cuda extends manifest.cuda: its sms[] entry by entry, each one's kernels[] too."""
+    """tooling.cuda extends manifest.cuda: its sms[] entry by entry, each one's kernels[] and
+    checks launch too."""
     if "cuda" not in tooling:
         return
     cuda = tooling["cuda"]
@@ -113,6 +115,13 @@ def _check_cuda(tooling: Mapping[str, Any], manifest: Mapping[str, Any]) -> None
                 raise _fail(f"{at}: name {kernel['name']!r} is not the manifest's {launch.get('name')!r}")
             if "ptxas" in kernel:
                 _check_fields(kernel["ptxas"], f"{at}.ptxas", _PTXAS_FIELDS)
+        if "checks" in entry:
+            # the checks kernel's body, blocks and ptxas report (nvptx/checks.py)
+            if "checks" not in theirs:
+                raise _fail(f"{where}.checks: only where the manifest's {where} has a checks launch")
+            _check_fields(entry["checks"], f"{where}.checks", _CUDA_KERNEL_FIELDS)
+            if "ptxas" in entry["checks"]:
+                _check_fields(entry["checks"]["ptxas"], f"{where}.checks.ptxas", _PTXAS_FIELDS)
 
 
 _MEMORY_PLAN_FIELDS = {"buffer": "str", "values": "strings", "offset": "int", "size": "int", "start": "int",

@@ -1,7 +1,8 @@
 """GPU kernel checks without a GPU: a model's plan, its kernels emulated on the host
 (aot/codegen/nvptx/emulate.py) against onnxruntime, and its PTX through ptxas where installed;
 and, for the GPU packaging tests, a small model whose GPU launches read model inputs, packed
-weights and the arena and write an output, and the marker for tests that need ptxas."""
+weights and the arena and write an output, one with run-time checks, and the marker for
+tests that need ptxas."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,6 +31,17 @@ def dense_softmax_model():
              helper.make_node("Mul", ["s", "x2"], ["y"])]
     f = TensorProto.FLOAT
     return make_model(nodes, [vinfo("x", f, (4, 8)), vinfo("x2", f, (4, 16))], [vinfo("y", f, (4, 16))], [w, b])
+
+
+def gather_check_model():
+    """y = relu(t[i] + t[j]) over a 10-row table: two Gathers, each with a run-time check that
+    its index input is in [-10, 10) (ir/ops/checks.py), so the plan has two checks."""
+    t = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4) - 20, "t")
+    nodes = [helper.make_node("Gather", ["t", "i"], ["g"], name="first"),
+             helper.make_node("Gather", ["t", "j"], ["h"], name="second"),
+             helper.make_node("Add", ["g", "h"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    i64 = TensorProto.INT64
+    return make_model(nodes, [vinfo("i", i64, (3,)), vinfo("j", i64, (3,))], [vinfo("y", TensorProto.FLOAT, (3, 4))], [t])
 
 
 def feeds(seed: int = 0) -> dict[str, np.ndarray]:

@@ -1,6 +1,7 @@
 """The manifest's `cuda` entry and the tooling section's, checked by aot/manifest_check.py and
 aot/tooling.py: a launch plan that points outside the model's buffers, a missing code section or
-a plan of another length is an ArtifactError naming the field."""
+a plan of another length, or a checks launch that is missing, extra or without its status word
+last, is an ArtifactError naming the field."""
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,7 @@ from aot.driver import compile_model
 from aot.errors import ArtifactError
 from aot.manifest_check import check_manifest
 from aot.tooling import check_tooling
-from gpu_util import dense_softmax_model
+from gpu_util import dense_softmax_model, gather_check_model
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,71 @@ def test_reader_refuses_an_artifact_whose_launch_plan_was_edited(compiled):
     sections = [(name, data) for name, data in artifact.sections.items() if name not in ("manifest", "tooling")]
     with pytest.raises(ArtifactError, match=r"section 'manifest': cuda.sms\[0\].kernels\[\d\]: args\[\d\]"):
         read_artifact(pack_artifact(manifest, sections))
+
+
+@pytest.fixture(scope="module")
+def with_checks():
+    result = compile_model(gather_check_model(), target="cpu,cuda", sm="sm_80")
+    sizes = {s.name: s.raw_size for s in read_artifact(result.artifact).table}
+    return result, sizes
+
+
+def test_the_compilers_checks_launch_passes(with_checks):
+    result, sizes = with_checks
+    check_manifest(result.manifest, sizes)
+    check_tooling(result.tooling, result.manifest)
+    launch = result.manifest["cuda"]["sms"][0]["checks"]
+    assert launch["symbol"] == "aot_model_checks" and launch["args"][-1] == {"kind": "status"}
+    assert result.tooling["cuda"]["sms"][0]["checks"]["body"] == "checks"
+
+
+def _checks_launch(manifest):
+    return manifest["cuda"]["sms"][0]["checks"]
+
+
+BAD_CHECKS = [
+    (lambda m: m["cuda"]["sms"][0].pop("checks"), "cuda.sms[0]: the manifest has 2 checks but no \"checks\" launch"),
+    (lambda m: _checks_launch(m).update(args=_checks_launch(m)["args"][:-1]),
+     "cuda.sms[0].checks: args[0]: the checks launch takes one \"status\" argument, its last"),
+    (lambda m: _checks_launch(m)["args"].insert(0, {"kind": "status"}),
+     "cuda.sms[0].checks: args[0]: the checks launch takes one \"status\" argument, its last"),
+    (lambda m: _checks_launch(m)["args"].append({"kind": "status"}),
+     "args[1]: the checks launch takes one \"status\" argument, its last"),
+    (lambda m: _checks_launch(m).update(args=[{"kind": "status"}, {"kind": "arena", "offset": 0}]),
+     "args[0]: the checks launch takes one \"status\" argument, its last"),
+    (lambda m: _checks_launch(m)["args"][0].update(offset=1 << 20), "cuda.sms[0].checks: args[0]: \"offset\""),
+    (lambda m: _checks_launch(m).pop("symbol"), "cuda.sms[0].checks: missing \"symbol\""),
+    (lambda m: _checks_launch(m).update(block=[2048, 1, 1]), "cuda.sms[0].checks: block[0] must be an integer"),
+    (lambda m: m["cuda"]["sms"][0].update(checks=[]), "cuda.sms[0].checks: must be an object"),
+    (lambda m: m["cuda"]["sms"][0]["kernels"][0]["args"].append({"kind": "status"}),
+     "cuda.sms[0].kernels[0]: args[4]: \"kind\" must be one of arena, weights, input, output"),
+]
+
+
+@pytest.mark.parametrize("edit, message", BAD_CHECKS)
+def test_bad_checks_launch_is_refused(with_checks, edit, message):
+    result, sizes = with_checks
+    manifest = copy.deepcopy(result.manifest)
+    edit(manifest)
+    with pytest.raises(ArtifactError, match=re.escape(message)):
+        check_manifest(manifest, sizes)
+
+
+def test_a_checks_launch_without_checks_is_refused(compiled, with_checks):
+    result, sizes = compiled
+    manifest = copy.deepcopy(result.manifest)
+    manifest["cuda"]["sms"][0]["checks"] = _checks_launch(with_checks[0].manifest)
+    with pytest.raises(ArtifactError, match=re.escape("cuda.sms[0]: a \"checks\" launch, but the manifest has no checks")):
+        check_manifest(manifest, sizes)
+
+
+def test_tooling_checks_entry_only_where_the_manifest_has_a_launch(with_checks):
+    result, _ = with_checks
+    manifest = copy.deepcopy(result.manifest)
+    del manifest["cuda"]["sms"][0]["checks"]
+    with pytest.raises(ArtifactError, match=re.escape("cuda.sms[0].checks: only where the manifest's")):
+        check_tooling(result.tooling, manifest)
+    tooling = copy.deepcopy(result.tooling)
+    tooling["cuda"]["sms"][0]["checks"]["blocks"] = "one"
+    with pytest.raises(ArtifactError, match="\"blocks\" must be an integer"):
+        check_tooling(tooling, result.manifest)
