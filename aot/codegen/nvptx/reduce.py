@@ -14,13 +14,13 @@ at least MIN_BLOCK threads) runs, for each reduction in dependency order:
               memory; sync; the group's first W lanes fold those by shuffles again and
               lane 0 writes the group's result to its shared slot; sync
     then each later phase reads the result from shared memory and uses it for the
-    reduce wherever the kernel reads it (_GroupEmitter.results);
+    reduce wherever the kernel reads it (GroupEmitter.results);
 
 and finally lane l computes and stores root elements l, l + T, ... of its group's row,
 what the row reads per group (1 / sum, rsqrt(var + eps)) hoisted before that loop
 (ElementalEmitter.begin_row, as the CPU's work items do).
 The partial phase reaches the reduce by evaluating the root's first element of the group
-with the reduce intercepted (_GroupEmitter): the index the reduce is read at comes
+with the reduce intercepted (GroupEmitter): the index the reduce is read at comes
 from the elemental emitter's own index maps, and the rest of that element's code is
 dead (reductions not computed yet read as their identity) and removed by LLVM.
 
@@ -110,7 +110,7 @@ def _layout(kernel: Kernel) -> Layout:
     return found
 
 
-class _GroupEmitter(ElementalEmitter):
+class GroupEmitter(ElementalEmitter):
     """The elemental emitter with the kernel's reduces intercepted while one is computed:
     the target reduce becomes this lane's strided partial fold, the reduces after it
     (not computed yet) read as their identity, their operands walked once so that a
@@ -250,7 +250,7 @@ def emit_reduce(ctx: GpuContext) -> None:
     simt, b, root = ctx.simt, ctx.builder, ctx.kernel.root
     lay = _layout(ctx.kernel)
     plan = lay.plan
-    e = _GroupEmitter(ctx.elemental, plan.reduces)
+    e = GroupEmitter(ctx.elemental, plan.reduces)
     vars_by_type: dict[str, tuple[ThreadVar, ThreadVar]] = {}
     reductions = []
     for node in plan.reduces:
@@ -290,14 +290,14 @@ def emit_reduce(ctx: GpuContext) -> None:
             simt.sync()  # a block's next group reuses the shared slots
 
 
-def _substitute(e: _GroupEmitter, lay: Layout, done: Sequence[_Reduction], at: _Place) -> None:
+def _substitute(e: GroupEmitter, lay: Layout, done: Sequence[_Reduction], at: _Place) -> None:
     """Open the phase's scope and read the group's finished reductions from shared memory."""
     e.push_scope()
     e.results = {id(r.node.out): e.b.load(r.result_slot(e.b, lay, at.slot), name=f"{r.node.out.name}.result")
                  for r in done}
 
 
-def _reduce_phases(simt: Simt, e: _GroupEmitter, lay: Layout, block: ir.Value, root: Value, r: _Reduction,
+def _reduce_phases(simt: Simt, e: GroupEmitter, lay: Layout, block: ir.Value, root: Value, r: _Reduction,
                    done: Sequence[_Reduction]) -> None:
     b, plan, node = simt.builder, lay.plan, r.node
     kind, dtype = node.attrs["kind"], node.out.type.dtype
@@ -342,7 +342,7 @@ def _reduce_phases(simt: Simt, e: _GroupEmitter, lay: Layout, block: ir.Value, r
     simt.sync()
 
 
-def _warp_fold(simt: Simt, e: _GroupEmitter, r: _Reduction, deltas: Sequence[int]) -> None:
+def _warp_fold(simt: Simt, e: GroupEmitter, r: _Reduction, deltas: Sequence[int]) -> None:
     """Lane 0 of each warp folds lanes [0, 2 * deltas[0]) of its warp."""
     b = simt.builder
     kind, dtype = r.node.attrs["kind"], r.node.out.type.dtype

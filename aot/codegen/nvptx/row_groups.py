@@ -91,20 +91,20 @@ def _product(dims: Iterator[int] | tuple[int, ...]) -> int:
 
 def _invariant(kernel: Kernel, outer: int, reduces: tuple[Node, ...]) -> bool:
     """Every reduce is read at one index, made of the group's dims only."""
-    requests = _requests(kernel, outer)
-    if requests is None:
+    found = requests(kernel, outer)
+    if found is None:
         return False
     for r in reduces:
-        seen = requests.get(id(r))
+        seen = found.get(id(r))
         if seen is None or len(seen) != 1:
             return False
         (index,) = seen
-        if any(symbol[0] != "o" for term in index for symbol in _symbols(term)):
+        if any(symbol[0] != "o" for term in index for symbol in symbols(term)):
             return False
     return True
 
 
-def _requests(kernel: Kernel, outer: int) -> dict[int, set[tuple[Term, ...]]] | None:
+def requests(kernel: Kernel, outer: int) -> dict[int, set[tuple[Term, ...]]] | None:
     """id(reduce) -> the symbolic indices the root reads it at (None: an op the walk cannot map)."""
     members = {id(n) for n in kernel.nodes}
     root = kernel.root
@@ -164,7 +164,7 @@ def _operand_indices(node: Node, index: tuple[Term, ...]) -> list[tuple[Value, t
     return [(x, tuple(("f", id(node), n, d, index) for d in range(x.type.rank))) for n, x in enumerate(inputs)]
 
 
-def _symbols(term: Term) -> Iterator[Term]:
+def symbols(term: Term) -> Iterator[Term]:
     """The "o", "j" and "k" leaves of a term."""
     if term[0] in ("o", "j", "k"):
         yield term
@@ -173,5 +173,5 @@ def _symbols(term: Term) -> Iterator[Term]:
             if isinstance(part, tuple):
                 for inner in part:
                     if isinstance(inner, tuple):
-                        yield from _symbols(inner)
+                        yield from symbols(inner)
 
