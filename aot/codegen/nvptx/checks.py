@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from aot.codegen.cpu.kernel import CHECKS_SYMBOL
 from aot.codegen.loops import I64
 from aot.codegen.nvptx.kernel import GpuArg, GpuKernel
 from aot.errors import CodegenError
 from aot.plan import ExecutionPlan
 
+# the CPU code's name for the same function (codegen/cpu/kernel.py), as FORMAT.md spells it
+CHECKS_SYMBOL = "aot_model_checks"
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I8P = I8.as_pointer()
@@ -43,7 +44,8 @@ def check_buffers(plan: ExecutionPlan) -> tuple[list[GpuArg], list[tuple[int, in
     for i, check in enumerate(plan.checks):
         where = plan.slices.get(check.ok.name)
         if where is None:
-            raise CodegenError(f"check {i} ({check.loc or 'no source node'}): value %{check.ok.name} has no buffer slice")
+            raise CodegenError(f"check {i} ({check.loc or 'no source node'}): "
+                               f"value %{check.ok.name} has no buffer slice")
         if where.kind in ("arena", "weights"):
             key, offset = (where.kind, 0), where.offset
         elif where.kind in ("input", "output"):
