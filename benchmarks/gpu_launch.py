@@ -12,7 +12,9 @@ For each bundle and each code variant the device can load (the cubin for its own
 SM; the PTX of every SM, JIT-compiled by the driver), this allocates the device
 arena, uploads weights and inputs, launches every kernel in plan order as the
 launch plan says (grid, block, dynamic shared memory, each argument the arena or
-weights at an offset, or an input / output), reads the outputs back and prints
+weights at an offset, or an input / output), then the run-time checks' launch where
+there is one (its last argument a 4-byte status word; a failing check is reported
+by its message, as the CPU runtime reports it), reads the outputs back and prints
 their largest difference from the CPU artifact's, and the median time of the
 whole launch sequence over --runs runs (CUDA events). Needs numpy and CuPy.
 
@@ -55,7 +57,8 @@ def output_specs(manifest: dict[str, Any]) -> list[tuple[str, tuple[int, ...], n
 
 
 class Buffers:
-    """The device buffers of one run: arena, weights, inputs, outputs."""
+    """The device buffers of one run: arena, weights, inputs, outputs, and the checks launch's
+    int32 status word where the manifest has checks."""
 
     def __init__(self, device: Device, manifest: dict[str, Any], weights: bytes, inputs: list[np.ndarray]):
         cuda = manifest["cuda"]
@@ -64,6 +67,8 @@ class Buffers:
         self.inputs = [device.upload(np.ascontiguousarray(x)) for x in inputs]
         self.specs = output_specs(manifest)
         self.outputs = [device.alloc(max(int(np.prod(shape)) * dtype.itemsize, 1)) for _, shape, dtype in self.specs]
+        self.messages = [check["message"] for check in manifest.get("checks") or []]
+        self.status = device.alloc(4) if self.messages else None
 
     def pointer(self, arg: dict[str, Any]) -> int:
         kind = arg["kind"]
@@ -75,13 +80,35 @@ class Buffers:
             return self.inputs[arg["index"]]
         if kind == "output":
             return self.outputs[arg["index"]]
+        if kind == "status" and self.status is not None:
+            return self.status
         raise ValueError(f"launch argument of unknown kind {kind!r}")
 
 
-def run_plan(device: Device, kernels: list[dict[str, Any]], buffers: Buffers) -> None:
-    """Every kernel of the launch plan, in order."""
+def run_plan(device: Device, kernels: list[dict[str, Any]], buffers: Buffers,
+             checks: dict[str, Any] | None = None) -> None:
+    """Every kernel of the launch plan, in order, then the checks launch (an SM entry's
+    "checks") where given; `raise_failed_check` reads what it found."""
     for kernel in kernels:
         device.launch(kernel, [buffers.pointer(a) for a in kernel["args"]])
+    if checks is not None:
+        device.launch(checks, [buffers.pointer(a) for a in checks["args"]])
+
+
+class CheckFailed(Exception):
+    """A run-time check of the model failed on the device; the message is the check's."""
+
+
+def raise_failed_check(device: Device, buffers: Buffers) -> None:
+    """After a synchronized run_plan with checks: CheckFailed with the first failing check's
+    message if the status word says one failed (packaging/FORMAT.md, "cuda")."""
+    if buffers.status is None:
+        return
+    failed = int(np.frombuffer(device.download(buffers.status, 4), np.int32)[0])
+    if not 0 <= failed <= len(buffers.messages):
+        raise RuntimeError(f"the checks kernel answered {failed}, outside 0..{len(buffers.messages)}")
+    if failed:
+        raise CheckFailed(buffers.messages[failed - 1])
 
 
 def read_outputs(device: Device, buffers: Buffers) -> list[np.ndarray]:
@@ -197,11 +224,13 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     device = CupyDevice(folder / section)
                     buffers = Buffers(device, manifest, weights, inputs)
-                    run_plan(device, entry["kernels"], buffers)
+                    checks = entry.get("checks")
+                    run_plan(device, entry["kernels"], buffers, checks)
                     device.synchronize()
+                    raise_failed_check(device, buffers)  # the CPU code passed these inputs
                     got = read_outputs(device, buffers)
                     worst, relative = largest_error(got, cpu)
-                    ms = device.time_ms(lambda: run_plan(device, entry["kernels"], buffers), args.runs)
+                    ms = device.time_ms(lambda: run_plan(device, entry["kernels"], buffers, checks), args.runs)
                     status = "ok" if relative <= args.tolerance else "MISMATCH"
                 except Exception as err:  # report and go on to the next
                     worst = relative = float("nan")

@@ -1,6 +1,8 @@
 """benchmarks/gpu_launch.py reads a bundle's launch plan right: the plan run through a stand-in
 device whose kernels are the host-emulated GPU kernels (aot/codegen/nvptx/emulate.py) gives the
-CPU artifact's outputs. On a GPU the same run_plan drives CuPy (benchmarks/gpu_check.sh)."""
+CPU artifact's outputs, and its checks launch fails the run with the message the CPU artifact
+gives, on the inputs the CPU artifact refuses. On a GPU the same run_plan drives CuPy
+(benchmarks/gpu_check.sh)."""
 from __future__ import annotations
 
 import ctypes
@@ -12,7 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 import gpu_launch
 from aot.codegen.nvptx.emulate import EmulatedKernels
 from aot.driver import compile_model
+from aot.errors import RunError
+from aot.runtime.session import Session
 from gpu_bundle import write_bundle
+from gpu_util import gather_check_model
 from onnx_util import make_model, vinfo
 
 F = TensorProto.FLOAT
@@ -34,7 +39,7 @@ class EmulatedDevice:
 
     def __init__(self, kernels: EmulatedKernels):
         self.kernels = kernels  # owns the JIT-compiled code the functions point into
-        self.by_symbol = {k.symbol: (k, fn) for k, fn in zip(kernels.kernels, kernels._functions)}
+        self.by_symbol = kernels.functions
         self._keep: list[np.ndarray] = []
         self.launched: list[str] = []
 
@@ -85,3 +90,41 @@ def test_largest_error_counts_nan_and_ints():
     assert gpu_launch.largest_error([a], [a.copy()]) == (0.0, 0.0)
     assert gpu_launch.largest_error([np.array([1.0, 2.0], np.float32)], [a])[0] == float("inf")
     assert gpu_launch.largest_error([np.array([1, 2])], [np.array([1, 3])]) == (float("inf"), float("inf"))
+
+
+@pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
+def test_checks_launch_passes_and_fails_as_the_cpu_artifact_does(sm, tmp_path):
+    result = compile_model(gather_check_model(), target="cpu,cuda", sm=sm)
+    good = {"i": np.array([1, -10, 9]), "j": np.array([0, 3, -1])}
+    write_bundle(result.artifact, good, tmp_path / "model")
+    manifest, weights, inputs, cpu = gpu_launch.load_bundle(tmp_path / "model")
+    entry = manifest["cuda"]["sms"][0]
+    device = EmulatedDevice(EmulatedKernels(result.plan))
+    buffers = gpu_launch.Buffers(device, manifest, weights, inputs)
+    gpu_launch.run_plan(device, entry["kernels"], buffers, entry["checks"])
+    gpu_launch.raise_failed_check(device, buffers)
+    assert device.launched[-1] == "aot_model_checks"
+    assert gpu_launch.largest_error(gpu_launch.read_outputs(device, buffers), cpu) == (0.0, 0.0)
+    session = Session(result.artifact)
+    # each check on its own, and both at once: the first one in graph order is reported
+    for bad in ({"i": np.array([1, 10, 9]), "j": good["j"]}, {"i": good["i"], "j": np.array([0, -11, 1])},
+                {"i": np.array([-11, 0, 0]), "j": np.array([0, 0, 10])}):
+        with pytest.raises(RunError) as from_cpu:
+            session.run(None, bad)
+        buffers = gpu_launch.Buffers(device, manifest, weights, [bad["i"], bad["j"]])
+        gpu_launch.run_plan(device, entry["kernels"], buffers, entry["checks"])
+        with pytest.raises(gpu_launch.CheckFailed) as from_gpu:
+            gpu_launch.raise_failed_check(device, buffers)
+        assert str(from_gpu.value) == str(from_cpu.value)
+        assert "Gather): an index is outside [-10, 10)" in str(from_gpu.value)
+    assert "node 'first'" in str(from_gpu.value)
+
+
+def test_a_status_answer_out_of_range_is_an_error(tmp_path):
+    result = compile_model(gather_check_model(), target="cpu,cuda", sm="sm_80")
+    manifest = result.manifest
+    device = EmulatedDevice(EmulatedKernels(result.plan))
+    buffers = gpu_launch.Buffers(device, manifest, b"", [np.zeros(3, np.int64)] * 2)
+    ctypes.memmove(buffers.status, np.array([3], np.int32).ctypes.data, 4)  # two checks: 0..2
+    with pytest.raises(RuntimeError, match="answered 3, outside 0..2"):
+        gpu_launch.raise_failed_check(device, buffers)
