@@ -175,7 +175,8 @@ def test_a_checks_launch_without_checks_is_refused(compiled, with_checks):
     result, sizes = compiled
     manifest = copy.deepcopy(result.manifest)
     manifest["cuda"]["sms"][0]["checks"] = _checks_launch(with_checks[0].manifest)
-    with pytest.raises(ArtifactError, match=re.escape("cuda.sms[0]: a \"checks\" launch, but the manifest has no checks")):
+    message = "cuda.sms[0]: a \"checks\" launch, but the manifest has no checks"
+    with pytest.raises(ArtifactError, match=re.escape(message)):
         check_manifest(manifest, sizes)
 
 
