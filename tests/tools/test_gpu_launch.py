@@ -120,7 +120,7 @@ def test_checks_launch_passes_and_fails_as_the_cpu_artifact_does(sm, tmp_path):
     assert "node 'first'" in str(from_gpu.value)
 
 
-def test_a_status_answer_out_of_range_is_an_error(tmp_path):
+def test_a_status_answer_out_of_range_is_an_error():
     result = compile_model(gather_check_model(), target="cpu,cuda", sm="sm_80")
     manifest = result.manifest
     device = EmulatedDevice(EmulatedKernels(result.plan))
