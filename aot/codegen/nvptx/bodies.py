@@ -8,6 +8,9 @@ Where two bodies accept one kernel, the earlier wins:
 - the conv and pool bodies before reduce: global pooling is a reduce over the spatial
   dims, which the row-group reduce body would take too, at a warp per row without the
   pooling body's choice of a block for long rows;
+- reduce before columns: a reduction read at one index per root row (a softmax over the
+  innermost dim) is a row's work; columns takes reductions read per output column
+  (over outer axes), which reduce declines;
 - every body before rows: rows (one thread per output row, the CPU's elemental work
   item) takes every kernel the elemental emitter can compute, so it comes last.
 sort, argsort and scatter have no elemental lowering: only their own bodies (sort.py,
@@ -16,6 +19,7 @@ scatter.py) take them, and a kernel no body takes is refused by name.
 from __future__ import annotations
 
 from aot.codegen.nvptx.body import GpuBody, GpuContext
+from aot.codegen.nvptx.columns import COLUMNS_BODY
 from aot.codegen.nvptx.conv import DIRECT_CONV_BODY, GEMM_CONV_BODY
 from aot.codegen.nvptx.elementwise import ELEMENTWISE_BODY, NOT_ELEMENTAL, ROWS_BODY
 from aot.codegen.nvptx.pool import GLOBAL_POOL_BODY, WINDOW_POOL_BODY
@@ -31,7 +35,8 @@ __all__ = ["BODIES", "GpuBody", "GpuContext", "gpu_body_of"]
 
 BODIES: tuple[GpuBody, ...] = (SORT_BODY, SCATTER_BODY, ELEMENTWISE_BODY, MMA_BODY, MMA_TF32_BODY, GEMV_BODY, GEMM_BODY,
                                GEMM_CONV_BODY,
-                               DIRECT_CONV_BODY, WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, ROWS_BODY)
+                               DIRECT_CONV_BODY, WINDOW_POOL_BODY, GLOBAL_POOL_BODY, REDUCE_BODY, COLUMNS_BODY,
+                               ROWS_BODY)
 
 
 def gpu_body_of(kernel: Kernel, matmul_precision: str = "fp32") -> GpuBody:

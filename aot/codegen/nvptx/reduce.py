@@ -37,7 +37,7 @@ the price is that a kernel of few long rows fills few SMs.
 Not done: the row is read from global memory once per reduction plus once for the
 output (softmax reads x three times, where the CPU's row_cache.py keeps exp(x - max));
 the second and third reads mostly hit L1/L2, and a shared-memory row cache would cap
-the row length. Reductions over outer dims only are declined (row_groups.py).
+the row length. Reductions over outer dims only are declined (row_groups.py); columns.py takes them.
 """
 from __future__ import annotations
 

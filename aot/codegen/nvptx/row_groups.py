@@ -23,8 +23,8 @@ Also required, for a body worth having: each reduction covers its operand's inne
 dim (consecutive threads then read consecutive elements), and its register type is
 one a warp shuffle moves (f32, f64, i32, i64; f16/bf16/float8 compute in f32). A
 reduction over outer dims only (ReduceSum axis 0 of [4096, 64]) is declined: its
-reads would be strided by the row, and it wants a different body (a column tile per
-block), not written yet.
+reads would be strided by the row; the column body (columns.py) takes it, a thread or
+a block's slice per output element.
 """
 from __future__ import annotations
 

@@ -139,8 +139,8 @@ def test_block_shapes():
 
 
 def test_declines_reductions_over_outer_dims():
-    """ReduceSum over axis 0 of [64, 16] would read at a stride of 16 floats: left to the rows body."""
+    """ReduceSum over axis 0 of [64, 16] would read at a stride of 16 floats: left to the columns body."""
     plan = emulated_matches_onnxruntime(_reduce("ReduceSum", (64, 16), (0,), 0), _normal((64, 16))(np.random.default_rng(2)))
     (kernel,) = plan.kernels
     assert layout(kernel) is None
-    assert emit_gpu(plan, NvptxTarget("sm_90")).kernels[0].body == "rows"
+    assert emit_gpu(plan, NvptxTarget("sm_90")).kernels[0].body == "columns"
