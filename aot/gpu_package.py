@@ -7,6 +7,7 @@ arena plan, so the launch plan's arguments are offsets into the same arena and w
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,30 +64,31 @@ def build_gpu(plan: ExecutionPlan, sms: Sequence[str], dump_dir: Path | None = N
     """PTX for each SM of `sms`, assembled to a cubin where ptxas is installed. A kernel without
     a GPU body is a CodegenError naming it (nvptx/bodies.py). `matmul_precision`: the f32 matrix
     multiplies' (nvptx/target.py MATMUL_PRECISIONS)."""
-    from aot.codegen.nvptx import NvptxTarget, emit_gpu
+    from aot.codegen.nvptx import NvptxTarget, emit_gpus
     from aot.codegen.nvptx.ptxas import assemble_cubin, ptxas_version
 
     version = ptxas_version()
-    builds = []
-    for sm in sms:
-        start = time.perf_counter()
-        code = emit_gpu(plan, NvptxTarget(sm, matmul_precision))
-        if log:
-            log(f"{'gpu ' + sm:<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.ptx)} B of PTX, "
-                f"{len(code.kernels)} kernels")
+    codes = emit_gpus(plan, [NvptxTarget(sm, matmul_precision) for sm in sms], log)
+    for sm, code in zip(sms, codes):
         if dump_dir is not None:
             (dump_dir / f"gpu.{sm}.ll").write_text(code.llvm_ir)
             (dump_dir / f"gpu.{sm}.ptx").write_text(code.ptx)
-        assembly = None
-        if version is not None:
+    assemblies: list[Any] = [None] * len(codes)
+    if version is not None:
+        # ptxas runs once per SM, side by side (a process each; its time is most of a GPU build's)
+        def assemble(code: Any) -> tuple[Any, float]:
             start = time.perf_counter()
-            assembly = assemble_cubin(code.ptx, sm)
-            if log:
-                log(f"{'ptxas ' + sm:<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(assembly.cubin)} B cubin")
-        elif log:
-            log(f"{'ptxas ' + sm:<14} not installed: PTX only (the driver compiles it at load)")
-        builds.append(GpuBuild(sm, code, assembly, version))
-    return builds
+            return assemble_cubin(code.ptx, code.target.sm), time.perf_counter() - start
+
+        with ThreadPoolExecutor(max_workers=len(codes)) as pool:
+            timed = list(pool.map(assemble, codes))
+        assemblies = [assembly for assembly, _ in timed]
+        if log:
+            for sm, (assembly, seconds) in zip(sms, timed):
+                log(f"{'ptxas ' + sm:<14} {seconds * 1000:8.1f} ms  {len(assembly.cubin)} B cubin")
+    elif log:
+        log(f"{'ptxas':<14} not installed: PTX only (the driver compiles it at load)")
+    return [GpuBuild(sm, code, assembly, version) for sm, code, assembly in zip(sms, codes, assemblies)]
 
 
 def gpu_sections(builds: Sequence[GpuBuild]) -> list[tuple[str, bytes]]:

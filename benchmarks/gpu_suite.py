@@ -153,7 +153,7 @@ def _node_cases(sample: int, seed: int) -> list[GpuCase]:
 
 
 def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
-    from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpu, ptxas_path
+    from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpus, ptxas_path
     from aot.codegen.nvptx.emulate import emulate as run_emulated
     from aot.driver import import_model
     from aot.errors import AotError
@@ -181,7 +181,7 @@ def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
             if expected is None:  # the oracle: the reference interpreter on the imported graph
                 expected = interpret(import_model(case.model, case.shapes, bind)[0], dict(zip(graph.input_names, inputs)))
             plan = run_pipeline(graph)
-            codes = {sm: emit_gpu(plan, NvptxTarget(sm)) for sm in sms}
+            codes = dict(zip(sms, emit_gpus(plan, [NvptxTarget(sm) for sm in sms])))
         except AotError as err:
             row.status, row.reason = "rejected", f"{type(err).__name__}: {str(err).splitlines()[0]}"
             return row

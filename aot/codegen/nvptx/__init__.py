@@ -12,6 +12,8 @@ the same body also runs on the host (nvptx/emulate.py) to be tested without a GP
 """
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -23,10 +25,11 @@ from aot.codegen.nvptx.checks import emit_checks
 from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel
 from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
 from aot.codegen.nvptx.target import NvptxTarget
+from aot.errors import ArgumentError
 from aot.plan import ExecutionPlan
 
 __all__ = ["GpuArg", "GpuCode", "GpuKernel", "NvptxTarget", "PtxasInfo", "assemble", "build_module", "emit_gpu",
-           "emit_ptx", "ptxas_path"]
+           "emit_gpus", "emit_ptx", "ptxas_path"]
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,33 @@ def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
 
 
 def emit_gpu(plan: ExecutionPlan, target: NvptxTarget) -> GpuCode:
-    machine = target.target_machine()
-    module, kernels, checks = build_module(plan, target)
-    optimized = optimize(module, machine)
-    return GpuCode(machine.emit_assembly(optimized), kernels, str(optimized), target, checks)
+    return emit_gpus(plan, [target])[0]
+
+
+def emit_gpus(plan: ExecutionPlan, targets: Sequence[NvptxTarget],
+              log: Callable[[str], None] | None = None) -> list[GpuCode]:
+    """The code of `plan` for each of `targets`: the module is built and optimized once, with
+    the oldest SM's machine, and emitted as PTX for each (an SM runs every older SM's code,
+    and no body chooses by SM), which halves the LLVM time of --sm sm_80,sm_90."""
+    if not targets:
+        return []
+    if len({t.matmul_precision for t in targets}) != 1:
+        raise ArgumentError("one build of GPU code has one matmul precision")
+    oldest = min(targets, key=lambda t: int(t.sm.removeprefix("sm_")))
+    start = time.perf_counter()
+    module, kernels, checks = build_module(plan, oldest)
+    optimized = optimize(module, oldest.target_machine())
+    llvm_ir = str(optimized)
+    if log:
+        log(f"{'gpu llvm':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(kernels)} kernels, built and "
+            f"optimized once for {oldest.sm}")
+    codes = []
+    for target in targets:
+        start = time.perf_counter()
+        codes.append(GpuCode(target.target_machine().emit_assembly(optimized), kernels, llvm_ir, target, checks))
+        if log:
+            log(f"{'gpu ' + target.sm:<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(codes[-1].ptx)} B of PTX")
+    return codes
 
 
 def emit_ptx(plan: ExecutionPlan, sm: str) -> str:
