@@ -42,6 +42,11 @@ def _two_reductions(shape):
     return make_model(nodes, [vinfo("x", F, shape)], [vinfo("y", F, None)], [], 17)
 
 
+def _argmax(shape, axis):
+    return make_model([helper.make_node("ArgMax", ["x"], ["y"], axis=axis, keepdims=0)], [vinfo("x", F, shape)],
+                      [vinfo("y", TensorProto.INT64, None)])
+
+
 def _normal(shape, dtype=np.float32):
     return lambda r: {"x": r.standard_normal(shape).astype(dtype)}
 
@@ -73,6 +78,8 @@ CASES = {
     "sum_int32_sliced": (lambda: _reduce("ReduceSum", (300, 64), (0,), 0, I32), _integers((300, 64), np.int32), 0, 0),
     "sum_int32_thread": (lambda: _reduce("ReduceSum", (3, 4, 50), (0,), 1, I32), _integers((3, 4, 50), np.int32), 0, 0),
     "sum_f16": (lambda: _reduce("ReduceSum", (100, 40), (0,), 0, H), _normal((100, 40), np.float16), 2e-3, 2e-2),
+    # the max, then the first index holding it (an i64 min): two kernels, both ours
+    "argmax_axis0": (lambda: _argmax((300, 40), 0), _normal((300, 40)), 0, 0),
     # i8 partials do not go through shared memory: a thread a column however long
     "max_int8": (lambda: _reduce("ReduceMax", (200, 33), (0,), 0, I8), _integers((200, 33), np.int8, -128, 128), 0, 0),
 }
