@@ -300,18 +300,6 @@ def _clamp(b: ir.IRBuilder, i: ir.Value, size: int) -> ir.Value:
     return b.select(b.icmp_unsigned("<", i, last), i, last)
 
 
-def _launch_bounds(simt: Simt, blocks_per_sm: int) -> None:
-    """__launch_bounds__(block_dim, blocks_per_sm): ptxas then keeps registers within
-    65536 / (block_dim * blocks_per_sm). Without a bound it spends registers freely: a
-    one-step K loop had all 32 shared loads hoisted ahead of the FMAs, 165 registers."""
-    if not isinstance(simt, GpuSimt):
-        return
-    module = simt.fn.module
-    i32 = ir.IntType(32)
-    for key, value in (("maxntidx", simt.block_dim), ("minctasm", blocks_per_sm)):
-        module.add_named_metadata("nvvm.annotations", [simt.fn, ir.MetaDataString(module, key), ir.Constant(i32, value)])
-
-
 def _pin(simt: Simt, values: list[ir.Value]) -> list[ir.Value]:
     """The values through an empty volatile asm on the GPU: their FMAs stay in the phase that
     computes them. Where the K loop runs once, LLVM otherwise sinks the FMA chains into the
@@ -448,7 +436,7 @@ def emit_gemm(ctx: GpuContext) -> None:
     assert p is not None
     t = _tile_of(p)
     simt, b = ctx.simt, ctx.builder
-    _launch_bounds(simt, BLOCKS_PER_SM)
+    simt.min_blocks_per_sm = BLOCKS_PER_SM
     a_row, b_row = t.bm + PAD, t.bn + PAD
     a_tile = simt.shared(F32, t.bk * a_row, "a_tile")
     b_tile = simt.shared(F32, t.bk * b_row, "b_tile")
@@ -527,7 +515,7 @@ def emit_gemv(ctx: GpuContext) -> None:
     p = Problem.of(ctx.kernel)
     assert p is not None
     simt, b = ctx.simt, ctx.builder
-    _launch_bounds(simt, BLOCKS_PER_SM)
+    simt.min_blocks_per_sm = BLOCKS_PER_SM
     groups = THREADS // GEMV_COLUMNS
     chunk = groups * GEMV_UNROLL  # k per staged A chunk
     rows = p.rows

@@ -122,5 +122,7 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: ArithTarget, plan: Exec
     setup.branch(start)
     if simt.block_count is None:
         raise CodegenError(f"kernel {kernel.name}: the {body.name} body launched no blocks")
+    if isinstance(simt, GpuSimt):
+        simt.annotate_launch_bounds()
     return GpuKernel(symbol, kernel.name, body.name, min(simt.block_count, MAX_GRID), simt.block_dim,
                      simt.block_count, 0, simt.shared_bytes, tuple(a for _, a in args))

@@ -44,7 +44,7 @@ from aot.arith import ceil_div
 from aot.codegen.loops import const_i64
 from aot.codegen.math import F32
 from aot.codegen.nvptx.body import GpuBody, GpuContext
-from aot.codegen.nvptx.gemm import FILL_BLOCKS, THREADS, Problem, Staging, _block_batch, _launch_bounds, _order, _store_result
+from aot.codegen.nvptx.gemm import FILL_BLOCKS, THREADS, Problem, Staging, _block_batch, _order, _store_result
 from aot.codegen.nvptx.simt import MMA_BF16, MMA_F16, MMA_TF32, WARP, GpuSimt, MmaShape, Simt, ThreadVar, affine
 from aot.ir.graph import Node
 from aot.ir.types import DType
@@ -159,7 +159,7 @@ def emit_mma(ctx: GpuContext) -> None:
     assert p is not None
     shape, t = _shape_of(p), _tile_of(p)
     simt, b = ctx.simt, ctx.builder
-    _launch_bounds(simt, BLOCKS_PER_SM)
+    simt.min_blocks_per_sm = BLOCKS_PER_SM
     element = I32 if shape.kind == "tf32" else I16
     bk = 2 * shape.k
     row = bk + PAD_BYTES * 8 // element.width  # shared row length in elements

@@ -150,6 +150,9 @@ class Simt:
         self.builder = builder
         self.block_dim = block_dim
         self.block_count: int | None = None  # set by blocks(); the launch's grid comes from it
+        # __launch_bounds__'s second number: blocks an SM must fit at once, so ptxas keeps
+        # registers within 65536 / (block_dim * min_blocks_per_sm); None: one block
+        self.min_blocks_per_sm: int | None = None
         self._in_phase = False
         self._shared = 0
 
@@ -246,6 +249,18 @@ class Simt:
 
 class GpuSimt(Simt):
     """NVPTX: the body's phases run as straight-line code on each thread."""
+
+    def annotate_launch_bounds(self) -> None:
+        """__launch_bounds__(block_dim[, min_blocks_per_sm]) as NVVM annotations (.maxntid,
+        .minnctapersm in the PTX). The block size alone bounds ptxas's registers so that a
+        block always fits an SM: without it a 512-thread kernel could take 160 registers
+        and every launch would fail (too many resources requested)."""
+        module = self.fn.module
+        bounds = [("maxntidx", self.block_dim)]
+        if self.min_blocks_per_sm is not None:
+            bounds.append(("minctasm", self.min_blocks_per_sm))
+        for key, value in bounds:
+            module.add_named_metadata("nvvm.annotations", [self.fn, ir.MetaDataString(module, key), ir.Constant(I32, value)])
 
     def __init__(self, fn: ir.Function, setup: ir.IRBuilder, builder: ir.IRBuilder, block_dim: int):
         super().__init__(fn, setup, builder, block_dim)
