@@ -85,6 +85,10 @@ def test_one_ptx_kernel_per_plan_kernel(name):
             assert (arg.kind, arg.index, arg.offset) == (where.kind, where.index, where.offset)
         assert 1 <= kernel.grid <= kernel.blocks and kernel.block % 32 == 0
     assert ".target sm_90" in code.ptx and ".version 7.8" in code.ptx
+    # every kernel bounds its block size, so ptxas keeps a block's registers within an SM's
+    for kernel in code.kernels:
+        entry = code.ptx.split(f".entry {kernel.symbol}(", 1)[1].split("{", 1)[0]
+        assert f".maxntid {kernel.block}\n" in entry
     assert "call" not in code.ptx.split(".entry", 1)[1]  # math inlined: no libm, no device calls
 
 
