@@ -3,9 +3,14 @@ compared with onnxruntime; each failure is shrunk and saved as a regression mode
 
     python benchmarks/fuzz_graphs.py --minutes 30 [--workers 2] [--seed 0] [--graphs N]
                                      [--cpus native,haswell,x86-64-v2] [--save tests/data/fuzz] [--json]
+    python benchmarks/fuzz_graphs.py --gpu --minutes 20        # the GPU kernels, emulated
+    python benchmarks/fuzz_graphs.py --targets native,gpu,gpu-tf32
 
-Seed s gives the same graph, CPU and thread count on every machine
-(aot.fuzz.generate.case_for), so a failure reproduces with `--seed s --graphs 1`.
+Seed s gives the same graph, target and thread count on every machine
+(aot.fuzz.generate.case_for), so a failure reproduces with `--seed s --graphs 1` and
+the same targets. A target is a CPU code path or "gpu" / "gpu-tf32": the plan's GPU
+kernels emulated on the host, in fp32 or with tf32 dots, and their PTX through ptxas
+(aot.fuzz.differential); --gpu is `--targets gpu,gpu-tf32`.
 Each worker is a process of its own: a case that kills its process is recorded as
 "crash", one that runs past --case-timeout seconds (a compile that never ends) as
 "hang"; either is saved unshrunk and the worker restarts after it. By default the cases
@@ -35,7 +40,7 @@ def _default_cpus() -> list[str]:
     return ["native", *(t.cpu for t in runnable_code_paths(CpuTarget.host())[1:])]
 
 
-def _worker(slot: int, seeds: list[int], cpus: list[str], max_ops: int, save: str | None, shrink_failures: bool,
+def _worker(slot: int, seeds: list[int], targets: list[str], max_ops: int, save: str | None, shrink_failures: bool,
             results: mp.Queue) -> None:
     from aot.fuzz.differential import check_case
     from aot.fuzz.generate import case_for
@@ -43,7 +48,7 @@ def _worker(slot: int, seeds: list[int], cpus: list[str], max_ops: int, save: st
 
     for seed in seeds:
         results.put((slot, "start", seed, "", "", "", time.monotonic()))
-        case = case_for(seed, cpus, max_ops)
+        case = case_for(seed, targets, max_ops)
         outcome = check_case(case)
         saved = ""
         if outcome.failed and save:
@@ -66,7 +71,7 @@ class _Slot:
 class Fuzzer:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.cpus = args.cpus.split(",") if args.cpus else _default_cpus()
+        self.targets = _targets(args)
         self.context = mp.get_context("fork")
         self.results: mp.Queue = self.context.Queue()
         self.next_seed = args.seed
@@ -74,13 +79,13 @@ class Fuzzer:
         self.deadline = time.monotonic() + args.minutes * 60
         self.slots: dict[int, _Slot] = {}
         self.counts: Counter[str] = Counter()
-        self.per_cpu: Counter[str] = Counter()
+        self.per_target: Counter[str] = Counter()
         self.findings: list[dict] = []
 
     def _launch(self, slot: int, seeds: list[int]) -> None:
         args = self.args
         process = self.context.Process(target=_worker, daemon=True,
-                                       args=(slot, seeds, self.cpus, args.max_ops, args.save, not args.no_shrink, self.results))
+                                       args=(slot, seeds, self.targets, args.max_ops, args.save, not args.no_shrink, self.results))
         process.start()
         self.slots[slot] = _Slot(process, seeds)
 
@@ -96,7 +101,7 @@ class Fuzzer:
         from aot.fuzz.generate import case_settings
 
         self.counts[kind] += 1
-        self.per_cpu[case_settings(seed, self.cpus)[0]] += 1
+        self.per_target[case_settings(seed, self.targets)[0]] += 1
         if kind != "ok":
             self.findings.append({"seed": seed, "kind": kind, "detail": detail, "saved": saved})
             first = detail.splitlines()[0] if detail else ""
@@ -144,25 +149,35 @@ class Fuzzer:
                     crashed = state.in_flight
                     kind, detail = (("hang", f"still running after {self.args.case_timeout:g} s") if hung
                                     else ("crash", f"exit code {state.process.exitcode}"))
-                    self._record(crashed, kind, detail, _save_unshrunk(crashed, kind, detail, self.cpus, self.args.max_ops,
+                    self._record(crashed, kind, detail, _save_unshrunk(crashed, kind, detail, self.targets, self.args.max_ops,
                                                                        self.args.save))
                     rest = [s for s in state.seeds if s > crashed and s not in state.done]
                 seeds = rest or self._fresh_batch()
                 if seeds:
                     self._launch(slot, seeds)
         return {"graphs": sum(self.counts.values()), "seconds": round(time.monotonic() - self.started, 1),
-                "outcomes": dict(self.counts), "per_cpu": dict(self.per_cpu), "findings": self.findings,
+                "outcomes": dict(self.counts), "per_target": dict(self.per_target), "findings": self.findings,
                 "first_seed": self.args.seed, "next_seed": self.next_seed}
 
 
-def _save_unshrunk(seed: int, kind: str, detail: str, cpus: list[str], max_ops: int, save: str | None) -> str:
+def _save_unshrunk(seed: int, kind: str, detail: str, targets: list[str], max_ops: int, save: str | None) -> str:
     """A case that crashed or hung its worker: shrinking would crash or hang again, so as generated."""
     if not save:
         return ""
     from aot.fuzz.generate import case_for
     from aot.fuzz.shrink import save_regression
 
-    return str(save_regression(case_for(seed, cpus, max_ops), kind, detail, Path(save)))
+    return str(save_regression(case_for(seed, targets, max_ops), kind, detail, Path(save)))
+
+
+def _targets(args: argparse.Namespace) -> list[str]:
+    from aot.fuzz.generate import GPU_TARGETS
+
+    if args.gpu:
+        return list(GPU_TARGETS)
+    if args.targets:
+        return args.targets.split(",")
+    return args.cpus.split(",") if args.cpus else _default_cpus()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,12 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--cpus", default="", help="comma-separated CPUs to compile for (default: each code path this host runs)")
+    parser.add_argument("--targets", default="", help="comma-separated CPUs and GPU paths (gpu, gpu-tf32) to check")
+    parser.add_argument("--gpu", action="store_true", help="the GPU kernels, emulated: --targets gpu,gpu-tf32")
     parser.add_argument("--max-ops", type=int, default=8)
     parser.add_argument("--case-timeout", type=float, default=300.0, help="seconds before a case counts as a hang")
     parser.add_argument("--save", default=str(ROOT / "tests" / "data" / "fuzz"), help="where shrunk failures go ('' : nowhere)")
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
+    if sum([bool(args.cpus), bool(args.targets), args.gpu]) > 1:
+        parser.error("give one of --cpus, --targets, --gpu")
     summary = Fuzzer(args).run()
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -186,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{summary['graphs']} graphs (seeds {summary['first_seed']}..{summary['next_seed'] - 1}) in "
               f"{summary['seconds']} s ({rate:.1f}/s), {args.workers} worker(s)")
         print(f"outcomes: {summary['outcomes']}")
-        print(f"per CPU:  {summary['per_cpu']}")
+        print(f"per target: {summary['per_target']}")
         for finding in summary["findings"]:
             print(f"  seed {finding['seed']}: {finding['kind']}: {finding['saved'] or finding['detail'][:200]}")
     return 1 if summary["findings"] else 0

@@ -25,29 +25,48 @@ OPSET = 18
 Shape = tuple[int, ...]
 
 
+# the GPU code path as a fuzz target, by its matmul precision (NvptxTarget.matmul_precision):
+# the plan's GPU kernels emulated on the host (aot/codegen/nvptx/emulate.py), not a CPU artifact
+GPU_TARGETS = {"gpu": "fp32", "gpu-tf32": "tf32"}
+
+
 @dataclass(frozen=True)
 class FuzzCase:
-    """One random graph and how to run it: inputs, the CPU to compile for, threads."""
+    """One random graph and how to run it: inputs, the CPU to compile for, threads; or, with
+    `gpu` a matmul precision ("fp32", "tf32"), through the GPU kernels instead (cpu and
+    threads then unused)."""
 
     seed: int
     model: onnx.ModelProto
     cpu: str = "native"
     threads: int = 1
+    gpu: str = ""
 
     def feeds(self) -> dict[str, np.ndarray]:
         return make_feeds(self.model, self.seed)
 
+    @property
+    def target(self) -> str:
+        """What the case runs on, as a target name of case_for: a CPU, "gpu" or "gpu-tf32"."""
+        if not self.gpu:
+            return self.cpu
+        return next(name for name, precision in GPU_TARGETS.items() if precision == self.gpu)
 
-def case_for(seed: int, cpus: list[str], max_ops: int = 8) -> FuzzCase:
-    """The case of `seed`: its graph, and the CPU and threads of case_settings."""
-    cpu, threads = case_settings(seed, cpus)
-    return FuzzCase(seed, random_model(seed, max_ops), cpu, threads)
+
+def case_for(seed: int, targets: list[str], max_ops: int = 8) -> FuzzCase:
+    """The case of `seed`: its graph, and the target and threads of case_settings. A target
+    is a CPU name (CpuTarget.from_name) or one of GPU_TARGETS."""
+    target, threads = case_settings(seed, targets)
+    model = random_model(seed, max_ops)
+    if target in GPU_TARGETS:
+        return FuzzCase(seed, model, gpu=GPU_TARGETS[target])
+    return FuzzCase(seed, model, target, threads)
 
 
-def case_settings(seed: int, cpus: list[str]) -> tuple[str, int]:
-    """(a CPU from `cpus`, 1-3 threads), chosen by the seed."""
+def case_settings(seed: int, targets: list[str]) -> tuple[str, int]:
+    """(a target from `targets`, 1-3 threads), chosen by the seed."""
     rng = np.random.default_rng([seed, 1])
-    return cpus[int(rng.integers(len(cpus)))], int(rng.integers(1, 4))
+    return targets[int(rng.integers(len(targets)))], int(rng.integers(1, 4))
 
 
 def make_feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:

@@ -136,12 +136,13 @@ def _live_nodes(nodes: list[onnx.NodeProto], wanted: set[str]) -> list[onnx.Node
 
 def save_regression(case: FuzzCase, kind: str, detail: str, directory: Path) -> Path:
     """Write the case as `<kind>-<hash>.onnx` with what the test needs to replay it
-    (seed, cpu, threads) and what failed, in the model's metadata."""
+    (seed, cpu, threads; for a GPU case its matmul precision, "fuzz.gpu") and what
+    failed, in the model's metadata."""
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     del model.metadata_props[:]
-    for key, value in (("fuzz.seed", str(case.seed)), ("fuzz.cpu", case.cpu), ("fuzz.threads", str(case.threads)),
-                       ("fuzz.failure", kind), ("fuzz.detail", detail[:2000])):
+    path_keys = (("fuzz.gpu", case.gpu),) if case.gpu else (("fuzz.cpu", case.cpu), ("fuzz.threads", str(case.threads)))
+    for key, value in (("fuzz.seed", str(case.seed)), *path_keys, ("fuzz.failure", kind), ("fuzz.detail", detail[:2000])):
         model.metadata_props.add(key=key, value=value)
     data = model.SerializeToString()
     directory.mkdir(parents=True, exist_ok=True)
@@ -153,4 +154,5 @@ def save_regression(case: FuzzCase, kind: str, detail: str, directory: Path) -> 
 def load_regression(path: Path) -> FuzzCase:
     model = onnx.load(str(path))
     meta = {p.key: p.value for p in model.metadata_props}
-    return FuzzCase(int(meta.get("fuzz.seed", "0")), model, meta.get("fuzz.cpu", "native"), int(meta.get("fuzz.threads", "1")))
+    return FuzzCase(int(meta.get("fuzz.seed", "0")), model, meta.get("fuzz.cpu", "native"), int(meta.get("fuzz.threads", "1")),
+                    meta.get("fuzz.gpu", ""))
