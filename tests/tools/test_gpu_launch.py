@@ -17,6 +17,7 @@ from aot.driver import compile_model
 from aot.errors import RunError
 from aot.runtime.session import Session
 from gpu_bundle import write_bundle
+from gpu_util import repeated_layers
 from gpu_util import gather_check_model
 from onnx_util import make_model, vinfo
 
@@ -67,10 +68,11 @@ class EmulatedDevice:
         pass
 
 
-@pytest.mark.parametrize("sm", ["sm_80", "sm_90"])
-def test_launch_plan_through_emulated_device_matches_cpu(sm, tmp_path):
-    result = compile_model(_model(), target="cpu,cuda", sm=sm)
-    x = np.random.default_rng(1).standard_normal((6, 32)).astype(np.float32)
+@pytest.mark.parametrize("sm,model,shape", [("sm_80", _model, (6, 32)), ("sm_90", _model, (6, 32)),
+                                            ("sm_90", repeated_layers, (8, 32))])
+def test_launch_plan_through_emulated_device_matches_cpu(sm, model, shape, tmp_path):
+    result = compile_model(model(), target="cpu,cuda", sm=sm)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     write_bundle(result.artifact, {"x": x}, tmp_path / "model")
     manifest, weights, inputs, cpu = gpu_launch.load_bundle(tmp_path / "model")
     assert {p.name for p in (tmp_path / "model").iterdir()} >= {"manifest.json", "weights.bin", f"ptx.{sm}",

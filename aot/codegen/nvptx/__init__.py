@@ -47,7 +47,9 @@ def build_module(plan: ExecutionPlan, target: NvptxTarget) -> tuple[ir.Module, l
     module = ir.Module(name="aot")
     module.triple = target.triple
     lib = MathLib(module, target)
-    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", matmul_precision=target.matmul_precision)
+    emitted: dict[str, str] = {}  # one function per distinct code (kernel.py code_key)
+    kernels = [emit_kernel(module, lib, target, plan, kernel, f"aot_kernel_{i}", matmul_precision=target.matmul_precision,
+                           emitted=emitted)
                for i, kernel in enumerate(plan.kernels)]
     return module, kernels, emit_checks(module, plan)
 

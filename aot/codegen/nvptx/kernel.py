@@ -15,6 +15,7 @@ threads as loops. nvptx/emulate.py runs that to test the GPU kernels' logic.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -92,7 +93,10 @@ def kernel_args(plan: ExecutionPlan, kernel: Kernel) -> list[tuple[Value, GpuArg
 
 
 def emit_kernel(module: ir.Module, lib: MathLib, target: ArithTarget, plan: ExecutionPlan, kernel: Kernel,
-                symbol: str, realization: str = "gpu", matmul_precision: str = "fp32") -> GpuKernel:
+                symbol: str, realization: str = "gpu", emitted: dict[str, str] | None = None,
+                matmul_precision: str = "fp32") -> GpuKernel:
+    """`kernel` as the function `symbol` in `module`; with `emitted` (code_key -> symbol, shared by
+    one module's kernels), a kernel whose code was emitted before launches that function instead."""
     body = gpu_body_of(kernel, matmul_precision)
     args = kernel_args(plan, kernel)
     extra = [I64, I64] if realization == "host" else []
@@ -122,7 +126,50 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: ArithTarget, plan: Exec
     setup.branch(start)
     if simt.block_count is None:
         raise CodegenError(f"kernel {kernel.name}: the {body.name} body launched no blocks")
-    if isinstance(simt, GpuSimt):
+    if emitted is not None:
+        # a kernel whose code is another's (a repeated layer: same shapes, ops and constants;
+        # only its buffers differ, and those are launch arguments) launches that one
+        key = code_key(fn)
+        if key in emitted:
+            _remove(module, fn)
+            symbol = emitted[key]
+        else:
+            emitted[key] = symbol
+            if isinstance(simt, GpuSimt):
+                simt.annotate_launch_bounds()
+    elif isinstance(simt, GpuSimt):
         simt.annotate_launch_bounds()
     return GpuKernel(symbol, kernel.name, body.name, min(simt.block_count, MAX_GRID), simt.block_dim,
                      simt.block_count, 0, simt.shared_bytes, tuple(a for _, a in args))
+
+
+# a local name (%x, %"x.y", %3) or a basic block's label where it is defined ("x.y": at a line's start)
+_LOCAL = re.compile(r'%("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+)|^("(?:[^"\\]|\\.)*"|[-a-zA-Z$._0-9]+):', re.MULTILINE)
+
+
+_GLOBAL = re.compile(r'@"((?:[^"\\]|\\.)*)"')
+
+
+def code_key(fn: ir.Function) -> str:
+    """`fn`'s LLVM IR with its own globals (itself, its shared arrays) and every local name
+    numbered by first appearance: equal keys are the same code (the names come from the
+    graph's values and from module-wide counters, and mean nothing)."""
+    own = {name for name in fn.module.globals if name == fn.name or name.startswith(f"{fn.name}.")}
+    numbers: dict[str, str] = {}
+
+    def number_global(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f'@"{numbers.setdefault("@" + name, f"own{len(numbers)}")}"' if name in own else match.group(0)
+
+    def number_local(match: re.Match[str]) -> str:
+        name = match.group(1) if match.group(1) is not None else match.group(2)
+        local = numbers.setdefault(name, f"v{len(numbers)}")
+        return f"%{local}" if match.group(1) is not None else f"{local}:"
+
+    return _LOCAL.sub(number_local, _GLOBAL.sub(number_global, str(fn)))
+
+
+def _remove(module: ir.Module, fn: ir.Function) -> None:
+    """Take `fn` and the shared arrays named after it (Simt.shared) out of `module`."""
+    for name in [n for n in module.globals if n == fn.name or n.startswith(f"{fn.name}.")]:
+        del module.globals[name]

@@ -12,6 +12,7 @@ from aot.codegen.nvptx.ptxas import parse_report
 from aot.errors import ArgumentError, CodegenError
 from aot.importers.onnx import import_onnx
 from aot.pipeline import run_pipeline
+from gpu_util import repeated_layers
 from onnx_util import make_model, vinfo
 
 F = TensorProto.FLOAT
@@ -128,3 +129,32 @@ def test_ptxas_report_parsing():
     info = parse_report(report)
     assert (info["aot_kernel_0"].registers, info["aot_kernel_0"].spill_store_bytes) == (40, 4)
     assert (info["aot_kernel_1"].registers, info["aot_kernel_1"].stack_bytes) == (12, 0)
+
+
+def test_kernels_with_the_same_code_share_one_function():
+    plan = _plan(repeated_layers())
+    code = emit_gpu(plan, NvptxTarget("sm_90"))
+    symbols = [k.symbol for k in code.kernels]
+    assert len(symbols) == len(plan.kernels) == 6
+    assert symbols[0::2] == [symbols[0]] * 3 and symbols[1::2] == [symbols[1]] * 3
+    assert code.ptx.count(".entry ") == 2
+    # each launch keeps its own buffers: the layers' weights differ
+    assert len({k.args[1].offset for k in code.kernels[0::2]}) == 3
+
+
+def test_code_key_ignores_names_not_code():
+    from llvmlite import ir
+
+    from aot.codegen.nvptx.kernel import code_key
+
+    def kernel(module, name, value_name, constant):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.FloatType().as_pointer()]), name=name)
+        fn.args[0].name = value_name
+        b = ir.IRBuilder(fn.append_basic_block(f"{value_name}.entry"))
+        b.store(b.fadd(b.load(fn.args[0], name=value_name), ir.Constant(ir.FloatType(), constant)), fn.args[0])
+        b.ret_void()
+        return fn
+
+    module = ir.Module()
+    a, b, c = kernel(module, "aot_kernel_1", "x", 1.0), kernel(module, "aot_kernel_10", "y.z", 1.0), kernel(module, "k", "x", 2.0)
+    assert code_key(a) == code_key(b) != code_key(c)
