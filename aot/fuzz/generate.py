@@ -57,10 +57,9 @@ def case_for(seed: int, targets: list[str], max_ops: int = 8) -> FuzzCase:
     """The case of `seed`: its graph, and the target and threads of case_settings. A target
     is a CPU name (CpuTarget.from_name) or one of GPU_TARGETS."""
     target, threads = case_settings(seed, targets)
-    model = random_model(seed, max_ops)
     if target in GPU_TARGETS:
-        return FuzzCase(seed, model, gpu=GPU_TARGETS[target])
-    return FuzzCase(seed, model, target, threads)
+        return FuzzCase(seed, random_model(seed, max_ops, gpu=True), gpu=GPU_TARGETS[target])
+    return FuzzCase(seed, random_model(seed, max_ops), target, threads)
 
 
 def case_settings(seed: int, targets: list[str]) -> tuple[str, int]:
@@ -602,6 +601,82 @@ OPS: tuple[tuple[Callable[[GraphBuilder], bool], float], ...] = (
 )
 
 
+# == ops only GPU cases draw (random_model's `gpu`): the GPU bodies for sorting, scatter and
+# i64 arg-reductions. CPU cases never draw them, so a CPU seed gives the graph it always gave.
+def _top_k(g: GraphBuilder) -> bool:
+    x = g.pick(lambda t: t.rank >= 1)
+    if x is None:
+        return False
+    axis = g.randint(0, x.rank - 1)
+    k = g.randint(1, x.shape[axis])
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    values, indices = g.node("TopK", [x.name, g.ints([k])], [shape, shape], axis=axis - x.rank if g.coin(0.3) else axis,
+                             largest=int(g.coin()), sorted=1)
+    indices.is_float = False
+    values.exact = x.exact
+    if x.exact:  # the indices agree only where the order does: ties break by index, both ways
+        g.one("Cast", [indices.name], shape, to=TensorProto.FLOAT).exact = True
+    return True
+
+
+def _arg_reduce(g: GraphBuilder) -> bool:
+    x = g.pick(lambda t: t.rank >= 1 and t.exact)  # an exact input: a 1-ulp difference moves an arg
+    if x is None:
+        return False
+    axis = g.randint(0, x.rank - 1)
+    keep = g.coin()
+    shape = x.shape[:axis] + ((1,) if keep else ()) + x.shape[axis + 1:]
+    index = g.one(("ArgMax", "ArgMin")[g.randint(0, 1)], [x.name], shape, is_float=False, axis=axis, keepdims=int(keep),
+                  select_last_index=int(g.coin(0.3)))
+    g.one("Cast", [index.name], shape, to=TensorProto.FLOAT).exact = True
+    return True
+
+
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _scatter_updates(g: GraphBuilder, shape: Shape) -> str:
+    """Updates of `shape`: a tensor of the graph where one has it, else a constant."""
+    found = g.pick(lambda t: t.shape == shape)
+    return found.name if found is not None else g.const(g.rng.standard_normal(shape).astype(np.float32), "u")
+
+
+def _scatter(g: GraphBuilder) -> bool:
+    """ScatterElements or ScatterND with distinct targets: with repeats, `none` has no defined result."""
+    x = g.pick(lambda t: t.rank >= 1)
+    if x is None:
+        return False
+    reduction = SCATTER_REDUCTIONS[g.randint(0, len(SCATTER_REDUCTIONS) - 1)]
+    if g.coin():
+        axis = g.randint(0, x.rank - 1)
+        n = x.shape[axis]
+        shape = tuple(g.randint(1, n) if d == axis else g.randint(1, dim) for d, dim in enumerate(x.shape))
+        fibers = math.prod(shape) // shape[axis]
+        picks = np.stack([g.rng.permutation(n)[:shape[axis]] for _ in range(fibers)])  # distinct along each fiber
+        picks = np.moveaxis(picks.reshape(*(s for d, s in enumerate(shape) if d != axis), shape[axis]), -1, axis)
+        indices = np.where(g.rng.random(shape) < 0.3, picks - n, picks).astype(np.int64)
+        g.one("ScatterElements", [x.name, g.const(indices, "idx"), _scatter_updates(g, shape)], x.shape, axis=axis,
+              reduction=reduction)
+        return True
+    k = g.randint(1, x.rank)
+    indexed = x.shape[:k]
+    count = g.randint(1, min(math.prod(indexed), 12))
+    flat = g.rng.permutation(math.prod(indexed))[:count]
+    vectors = np.stack(np.unravel_index(flat, indexed), axis=-1).astype(np.int64)
+    batch = (count,) if g.coin() or count % 2 else (2, count // 2)
+    updates_shape = batch + x.shape[k:]
+    if not g.fits(updates_shape):
+        return False
+    g.one("ScatterND", [x.name, g.const(vectors.reshape(*batch, k), "idx"), _scatter_updates(g, updates_shape)], x.shape,
+          reduction=reduction)
+    return True
+
+
+GPU_OPS: tuple[tuple[Callable[[GraphBuilder], bool], float], ...] = (
+    *OPS, (_top_k, 1.0), (_arg_reduce, 0.6), (_scatter, 1.0),
+)
+
+
 def _input_shape(g: GraphBuilder) -> Shape:
     rank = (1, 2, 3, 4, 4, 4)[g.randint(0, 5)]
     if rank == 4:  # an image: small batch, some channels, a plane
@@ -611,13 +686,15 @@ def _input_shape(g: GraphBuilder) -> Shape:
     return shape if g.fits(shape) else (g.randint(1, 16),)
 
 
-def random_model(seed: int, max_ops: int = 8) -> onnx.ModelProto:
-    """A random valid graph of 1..max_ops op builders (a builder may emit a few nodes)."""
+def random_model(seed: int, max_ops: int = 8, gpu: bool = False) -> onnx.ModelProto:
+    """A random valid graph of 1..max_ops op builders (a builder may emit a few nodes);
+    with `gpu`, drawn from GPU_OPS (OPS and the GPU-only builders) instead of OPS."""
     g = GraphBuilder(np.random.default_rng(seed))
     for _ in range(g.randint(1, 2)):
         g.new_input(_input_shape(g))
-    builders = [b for b, _ in OPS]
-    weights = np.array([w for _, w in OPS])
+    table = GPU_OPS if gpu else OPS
+    builders = [b for b, _ in table]
+    weights = np.array([w for _, w in table])
     target = g.randint(1, max_ops)
     built = attempts = 0
     while built < target and attempts < 8 * max_ops:

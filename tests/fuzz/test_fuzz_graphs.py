@@ -49,15 +49,26 @@ def test_seeded_short_run_on_the_gpu_kernels_matches_onnxruntime():
 
 
 def test_targets_keep_the_seed_to_case_mapping():
-    # a CPU-only target list gives the cases it always gave; a GPU target is chosen by the seed alone
+    # a CPU case is the graph it always was; a GPU case draws from GPU_OPS, by the seed alone
     for seed in range(30):
         cpu_case = case_for(seed, CPUS)
         assert not cpu_case.gpu and cpu_case.target == cpu_case.cpu
         mixed = case_for(seed, ["native", "gpu", "gpu-tf32"])
-        assert mixed.model.SerializeToString() == cpu_case.model.SerializeToString()
         assert mixed == case_for(seed, ["native", "gpu", "gpu-tf32"])
         assert mixed.gpu == {"native": "", "gpu": "fp32", "gpu-tf32": "tf32"}[mixed.target]
+        graph = random_model(seed, gpu=bool(mixed.gpu))
+        assert mixed.model.SerializeToString() == graph.SerializeToString()
     assert {case_for(s, ["native", "gpu", "gpu-tf32"]).target for s in range(30)} == {"native", "gpu", "gpu-tf32"}
+
+
+def test_gpu_cases_also_draw_sorting_scatter_and_arg_reductions():
+    gpu_only = {"TopK", "ScatterElements", "ScatterND", "ArgMax", "ArgMin"}
+    assert gpu_only <= {node.op_type for seed in range(100) for node in random_model(seed, gpu=True).graph.node}
+    assert not gpu_only & {node.op_type for seed in range(300) for node in random_model(seed).graph.node}
+    for seed in range(40):
+        model = random_model(seed, gpu=True)
+        onnx.checker.check_model(model, full_check=True)
+        assert model.SerializeToString() == random_model(seed, gpu=True).SerializeToString()
 
 
 def _dot_case(gpu: str) -> FuzzCase:
