@@ -1,5 +1,6 @@
 """Every graph the fuzzer found failing (shrunk, tests/data/fuzz/*.onnx) must now match
-onnxruntime, on the CPU and thread count it failed with. A graph that once crashed or hung
+onnxruntime, on the CPU and thread count it failed with, or, where its metadata names a
+GPU path (fuzz.gpu), through the GPU kernels emulated with that matmul precision. A graph that once crashed or hung
 its worker runs in a child process with a time limit, so it fails the test, not the suite."""
 from __future__ import annotations
 
