@@ -27,8 +27,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.arith import ceil_div
-from aot.codegen.elemental import ZERO, index_as_i64
-from aot.codegen.loops import const_i64, delinearize, for_nest, linearize
+from aot.codegen.elemental import ZERO
+from aot.codegen.loops import delinearize, for_nest
+from aot.codegen.scatter_window import COMBINE_KIND, update_element, window_origin
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import WARP
 from aot.codegen.nvptx.sort import phase, strided
@@ -38,7 +39,6 @@ from aot.plan import Kernel
 
 MAX_BLOCK = 512
 ATOMIC_ADD_DTYPES = frozenset({DType.F32, DType.F64, DType.I32, DType.I64, DType.U32, DType.U64})
-_COMBINE_KIND = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
 
 
 def _applies(kernel: Kernel) -> bool:
@@ -99,7 +99,7 @@ def _emit(ctx: GpuContext) -> None:
                     e.push_scope()
                     index = delinearize(b, item, [*dims.scatter_shape, *dims.window_shape], "item")
                     scatter_index, window_index = index[:len(dims.scatter_shape)], index[len(dims.scatter_shape):]
-                    starts, fits = _window_origin(ctx, dims, scatter_index)
+                    starts, fits = window_origin(ctx.builder, ctx.elemental, ctx.kernel.root.producer, dims, scatter_index, "window")
                     with b.if_then(fits):
                         _apply(ctx, dims, starts, scatter_index, window_index, atomic=True)
                     e.pop_scope()
@@ -107,7 +107,7 @@ def _emit(ctx: GpuContext) -> None:
             with simt.uniform_range(0, updates, "update") as u:
                 with phase(ctx) as tid:
                     scatter_index = delinearize(b, u, dims.scatter_shape, "update")
-                    starts, fits = _window_origin(ctx, dims, scatter_index)
+                    starts, fits = window_origin(ctx.builder, ctx.elemental, ctx.kernel.root.producer, dims, scatter_index, "window")
                     with b.if_then(fits):
                         with strided(simt, tid, window, "w") as w:
                             e.push_scope()
@@ -119,7 +119,7 @@ def _emit(ctx: GpuContext) -> None:
                 with b.if_then(b.icmp_unsigned("==", tid, ZERO)):
                     with for_nest(b, list(dims.scatter_shape), "u") as scatter_index:
                         e.push_scope()
-                        starts, fits = _window_origin(ctx, dims, scatter_index)
+                        starts, fits = window_origin(ctx.builder, ctx.elemental, ctx.kernel.root.producer, dims, scatter_index, "window")
                         with b.if_then(fits):
                             with for_nest(b, list(dims.window_shape), "w") as window_index:
                                 e.push_scope()
@@ -128,51 +128,22 @@ def _emit(ctx: GpuContext) -> None:
                         e.pop_scope()
 
 
-def _window_origin(ctx: GpuContext, dims: ScatterDims, scatter_index: list[ir.Value]) -> tuple[list[ir.Value], ir.Value]:
-    """The operand index where update `scatter_index`'s window starts, and whether all of it fits."""
-    b, e = ctx.builder, ctx.elemental
-    operand, indices, _ = ctx.kernel.root.producer.inputs
-    start_map, batching_map = dims.start_map(), dims.batching_map()
-    starts, checks = [], []
-    for d in range(operand.type.rank):
-        if d in start_map:
-            at = list(scatter_index)
-            if dims.index_vector_dim < indices.type.rank:
-                at.insert(dims.index_vector_dim, const_i64(start_map[d]))
-            start = index_as_i64(e, e.value(indices, at), indices.type.dtype)
-            # 0 <= start <= dim - window (one unsigned compare covers both)
-            room = operand.type.shape[d] - dims.window_extent(d)
-            checks.append(b.icmp_unsigned("<=", start, const_i64(room), name=f"fits{d}"))
-        elif d in batching_map:
-            start = scatter_index[batching_map[d]]
-        else:
-            start = ZERO
-        starts.append(start)
-    fits = e.all_of(checks)
-    return starts, fits if fits is not None else ir.Constant(ir.IntType(1), 1)
-
-
 def _apply(ctx: GpuContext, dims: ScatterDims, starts: list[ir.Value], scatter_index: list[ir.Value],
            window_index: list[ir.Value], atomic: bool = False) -> None:
     """Combine one update element into its operand element (an atomic add where `atomic`)."""
     b, e = ctx.builder, ctx.elemental
-    operand, _, updates = ctx.kernel.root.producer.inputs
+    node = ctx.kernel.root.producer
+    operand, _, updates = node.inputs
     dtype = operand.type.dtype
-    update_index: list[ir.Value] = [ZERO] * updates.type.rank
-    for d, i in zip(dims.update_scatter_dims, scatter_index):
-        update_index[d] = i
-    for d, i in zip(dims.update_window_dims, window_index):
-        update_index[d] = i
-    offsets = dict(zip(dims.window_operand_dims, window_index))
-    target = [b.add(start, offsets[d]) if d in offsets else start for d, start in enumerate(starts)]
-    address = b.gep(ctx.out_ptr, [linearize(b, target, operand.type.shape, "target")], inbounds=True)
+    update_index, linear = update_element(b, node, dims, starts, scatter_index, window_index, "target")
+    address = b.gep(ctx.out_ptr, [linear], inbounds=True)
     new = e.value(updates, update_index)
     if atomic:
         b.atomic_rmw("fadd" if dtype.is_float else "add", address, e.to_storage(new, dtype), "monotonic")
         return
     if dims.kind != "assign":
         old = e.from_storage(b.load(address, align=dtype.itemsize), dtype, "old")
-        new = e.combine(_COMBINE_KIND[dims.kind], old, new, dtype)
+        new = e.combine(COMBINE_KIND[dims.kind], old, new, dtype)
     b.store(e.to_storage(new, dtype), address, align=dtype.itemsize)
 
 
