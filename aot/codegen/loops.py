@@ -38,6 +38,38 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     builder.position_at_end(done)
 
 
+@contextmanager
+def strided_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, step: ir.Value | int,
+                  name: str) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` over non-negative i64 (unsigned compare): a GPU
+    thread's strided share of a range, a grid-stride loop. Yields i, leaves the builder after."""
+    start, stop, step = (const_i64(v) if isinstance(v, int) else v for v in (start, stop, step))
+    before = builder.block
+    header = builder.append_basic_block(f"{name}.header")
+    body = builder.append_basic_block(f"{name}.body")
+    done = builder.append_basic_block(f"{name}.end")
+    builder.branch(header)
+    builder.position_at_end(header)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(start, before)
+    builder.cbranch(builder.icmp_unsigned("<", index, stop, name=f"{name}.more"), body, done)
+    builder.position_at_end(body)
+    yield index
+    index.add_incoming(builder.add(index, step, name=f"{name}.next", flags=["nuw"]), builder.block)
+    builder.branch(header)
+    builder.position_at_end(done)
+
+
+@contextmanager
+def if_present(builder: ir.IRBuilder, cond: ir.Value | None) -> Iterator[None]:
+    """`if (cond) { ... }`, or the body unconditionally where `cond` is None (known true)."""
+    if cond is None:
+        yield
+        return
+    with builder.if_then(cond):
+        yield
+
+
 def branch(b: ir.IRBuilder, cond: ir.Value | None, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
     """if (cond) then() else otherwise(); cond None means always `otherwise`."""
     if cond is None:

@@ -51,14 +51,13 @@ max/min and integer reductions are exact.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.elemental import register_type
-from aot.codegen.loops import const_i64, delinearize
+from aot.codegen.loops import const_i64, delinearize, if_present
 from aot.codegen.nvptx import row_groups
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.reduce import GroupEmitter
@@ -195,15 +194,6 @@ def _place(b: ir.IRBuilder, lay: Layout, block: ir.Value, tid: ir.Value) -> _Pla
     return _Place(column, local, part, valid)
 
 
-@contextmanager
-def _if(b: ir.IRBuilder, cond: ir.Value | None) -> Iterator[None]:
-    if cond is None:
-        yield
-        return
-    with b.if_then(cond):
-        yield
-
-
 def _fold(e: GroupEmitter, root: Value, node: Node, index: list[ir.Value], lane: ir.Value, threads: int) -> ir.Value:
     """This thread's fold of `node` (elements lane, lane + threads, ... of its extent): the root is
     evaluated at `index` with the reduce intercepted (reduce.GroupEmitter: reductions done read
@@ -239,7 +229,7 @@ def _emit_thread_a_column(ctx: GpuContext, lay: Layout) -> None:
         with simt.threads() as tid:
             at = _place(b, lay, block, tid)
             e.push_scope()
-            with _if(b, at.valid):
+            with if_present(b, at.valid):
                 index = delinearize(b, at.column, root.type.shape, "at")
                 for r in plan.reduces:
                     e.results[id(r.out)] = e.round_to(_fold(e, root, r, index, const_i64(0), 1), r.out.type.dtype)
@@ -274,7 +264,7 @@ def _emit_sliced(ctx: GpuContext, lay: Layout) -> None:
                 done(n, tid)
                 slot = b.gep(partials[n], [tid], inbounds=True)  # tid = slice * columns + local
                 b.store(identity, slot)
-                with _if(b, at.valid):
+                with if_present(b, at.valid):
                     index = delinearize(b, at.column, root.type.shape, "at")
                     b.store(_fold(e, root, r, index, at.slice, lay.slices), slot)
                 e.pop_scope()

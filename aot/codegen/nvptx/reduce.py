@@ -49,7 +49,7 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.elemental import ElementalEmitter, register_type
-from aot.codegen.loops import I64, const_i64, delinearize
+from aot.codegen.loops import const_i64, delinearize, if_present, strided_range
 from aot.codegen.nvptx import row_groups
 from aot.codegen.nvptx.body import GpuBody, GpuContext
 from aot.codegen.nvptx.simt import MAX_GRID, WARP, Simt, ThreadVar
@@ -180,25 +180,6 @@ def _operand_index(node: Node, index: Sequence[ir.Value], reduced: Sequence[ir.V
     return [next(looped) if d in node.attrs["axes"] else next(kept) for d in range(node.inputs[0].type.rank)]
 
 
-@contextmanager
-def strided_range(b: ir.IRBuilder, start: ir.Value, stop: int, step: int, name: str) -> Iterator[ir.Value]:
-    """for (i = start; i < stop; i += step), top-tested (unsigned i64)."""
-    before = b.block
-    header = b.append_basic_block(f"{name}.header")
-    body = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.end")
-    b.branch(header)
-    b.position_at_end(header)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, before)
-    b.cbranch(b.icmp_unsigned("<", i, const_i64(stop), name=f"{name}.more"), body, done)
-    b.position_at_end(body)
-    yield i
-    i.add_incoming(b.add(i, const_i64(step), name=f"{name}.next", flags=["nuw"]), b.block)
-    b.branch(header)
-    b.position_at_end(done)
-
-
 @dataclass
 class _Place:
     """Where a thread is, in a phase: its group (in the launch and in the block), its lane in the
@@ -221,15 +202,6 @@ def _place(b: ir.IRBuilder, lay: Layout, block: ir.Value, tid: ir.Value) -> _Pla
     if lay.plan.count % lay.groups:
         valid = b.icmp_unsigned("<", group, const_i64(lay.plan.count), name="group.valid")
     return _Place(group, slot, lane, valid)
-
-
-@contextmanager
-def _if(b: ir.IRBuilder, cond: ir.Value | None) -> Iterator[None]:
-    if cond is None:
-        yield
-        return
-    with b.if_then(cond):
-        yield
 
 
 @dataclass
@@ -268,7 +240,7 @@ def emit_reduce(ctx: GpuContext) -> None:
         with simt.threads() as tid:
             at = _place(b, lay, block, tid)
             _substitute(e, lay, done, at)
-            with _if(b, at.valid):
+            with if_present(b, at.valid):
                 outer = delinearize(b, at.group, root.type.shape[:plan.outer], "o")
                 row = b.mul(at.group, const_i64(plan.row), name="row", flags=["nuw"])
                 # what the row reads per group (1 / sum, rsqrt(var + eps)) is computed once, before
@@ -306,7 +278,7 @@ def _reduce_phases(simt: Simt, e: GroupEmitter, lay: Layout, block: ir.Value, ro
         at = _place(b, lay, block, tid)
         _substitute(e, lay, done, at)
         b.store(identity, r.acc.at(b, tid))
-        with _if(b, at.valid):
+        with if_present(b, at.valid):
             outer = delinearize(b, at.group, root.type.shape[:plan.outer], "o")
             with e.capturing(node, at.lane, lay.threads):
                 e.value(root, [*outer, *[const_i64(0)] * (root.type.rank - plan.outer)])

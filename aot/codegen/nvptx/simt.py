@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from aot.codegen.loops import I64, const_i64, for_range
+from aot.codegen.loops import I64, const_i64, for_range, strided_range
 from aot.errors import CodegenError
 
 I32 = ir.IntType(32)
@@ -273,20 +273,8 @@ class GpuSimt(Simt):
             yield const_i64(0)
             return
         stride = _special_register(self.setup, "nctaid.x")
-        before = b.block
-        header = b.append_basic_block("block.header")
-        body = b.append_basic_block("block.body")
-        done = b.append_basic_block("block.end")
-        b.branch(header)
-        b.position_at_end(header)
-        block = b.phi(I64, name="block")
-        block.add_incoming(first, before)
-        b.cbranch(b.icmp_unsigned("<", block, const_i64(count), name="block.more"), body, done)
-        b.position_at_end(body)
-        yield block
-        block.add_incoming(b.add(block, stride, name="block.next", flags=["nuw"]), b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        with strided_range(b, first, count, stride, "block") as block:
+            yield block
 
     def _phase(self) -> Iterator[ir.Value]:
         yield self._tid
