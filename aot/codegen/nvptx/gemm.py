@@ -337,6 +337,32 @@ def _block_batch(ctx: GpuContext, p: Problem, batch: ir.Value) -> tuple[list[ir.
     return batch_index, Reader(ctx, p.lhs, batch_index, "a"), Reader(ctx, p.rhs, batch_index, "b")
 
 
+@dataclass(frozen=True)
+class BlockTile:
+    """What a tiled body's block computes: output rows m0.., columns n0.. of batch `batch`."""
+
+    batch: ir.Value
+    batch_index: list[ir.Value]
+    m0: ir.Value
+    n0: ir.Value
+    a: Reader
+    b: Reader
+
+    @staticmethod
+    def of(ctx: GpuContext, p: Problem, block: ir.Value, bm: int, bn: int) -> BlockTile:
+        """Block `block`'s tile, m tiles fastest: consecutive blocks share one B (weight) panel in L2."""
+        b = ctx.builder
+        m_tiles, n_tiles = ceil_div(p.rows, bm), ceil_div(p.columns, bn)
+        mt = b.urem(block, const_i64(m_tiles), name="mt")
+        rest = b.udiv(block, const_i64(m_tiles))
+        nt = b.urem(rest, const_i64(n_tiles), name="nt")
+        batch = b.udiv(rest, const_i64(n_tiles), name="batch")
+        m0 = b.mul(mt, const_i64(bm), name="m0")
+        n0 = b.mul(nt, const_i64(bn), name="n0")
+        batch_index, a_reader, b_reader = _block_batch(ctx, p, batch)
+        return BlockTile(batch, batch_index, m0, n0, a_reader, b_reader)
+
+
 def _store_result(ctx: GpuContext, p: Problem, batch: ir.Value, batch_index: list[ir.Value], m: ir.Value,
                   n: ir.Value, acc: ir.Value) -> None:
     """out[batch, m, n] = the root there, reading `acc` for the contraction; nothing past the edges."""
@@ -449,14 +475,8 @@ def emit_gemm(ctx: GpuContext) -> None:
     steps = ceil_div(p.depth, t.bk)
     across = t.bn // t.tn  # threads along n
     with simt.blocks(p.batches * m_tiles * n_tiles) as block:
-        # m tiles fastest: consecutive blocks share one B (weight) panel in L2
-        mt = b.urem(block, const_i64(m_tiles), name="mt")
-        rest = b.udiv(block, const_i64(m_tiles))
-        nt = b.urem(rest, const_i64(n_tiles), name="nt")
-        batch = b.udiv(rest, const_i64(n_tiles), name="batch")
-        m0 = b.mul(mt, const_i64(t.bm), name="m0")
-        n0 = b.mul(nt, const_i64(t.bn), name="n0")
-        batch_index, a_reader, b_reader = _block_batch(ctx, p, batch)
+        tile = BlockTile.of(ctx, p, block, t.bm, t.bn)
+        batch, batch_index, m0, n0, a_reader, b_reader = tile.batch, tile.batch_index, tile.m0, tile.n0, tile.a, tile.b
 
         def fetch(tid: ir.Value, k0: ir.Value) -> None:
             a_stage.fetch(b, tid, a_regs, lambda o, k: a_reader.read_or_zero(b.add(m0, o), p.rows, b.add(k0, k), p.depth))

@@ -44,7 +44,7 @@ from aot.arith import ceil_div
 from aot.codegen.loops import const_i64
 from aot.codegen.math import F32
 from aot.codegen.nvptx.body import GpuBody, GpuContext
-from aot.codegen.nvptx.gemm import FILL_BLOCKS, THREADS, Problem, Staging, _block_batch, _order, _store_result
+from aot.codegen.nvptx.gemm import FILL_BLOCKS, THREADS, BlockTile, Problem, Staging, _order, _store_result
 from aot.codegen.nvptx.simt import MMA_BF16, MMA_F16, MMA_TF32, WARP, GpuSimt, MmaShape, Simt, ThreadVar, affine
 from aot.ir.graph import Node
 from aot.ir.types import DType
@@ -188,14 +188,8 @@ def emit_mma(ctx: GpuContext) -> None:
         b.store(b.load(at, align=4), reg.at(b, tid))
 
     with simt.blocks(p.batches * m_tiles * n_tiles) as block:
-        # m tiles fastest: consecutive blocks share one B panel in L2
-        mt = b.urem(block, const_i64(m_tiles), name="mt")
-        rest = b.udiv(block, const_i64(m_tiles))
-        nt = b.urem(rest, const_i64(n_tiles), name="nt")
-        batch = b.udiv(rest, const_i64(n_tiles), name="batch")
-        m0 = b.mul(mt, const_i64(t.bm), name="m0")
-        n0 = b.mul(nt, const_i64(t.bn), name="n0")
-        batch_index, a_reader, b_reader = _block_batch(ctx, p, batch)
+        tile = BlockTile.of(ctx, p, block, t.bm, t.bn)
+        batch, batch_index, m0, n0, a_reader, b_reader = tile.batch, tile.batch_index, tile.m0, tile.n0, tile.a, tile.b
         with simt.threads() as tid:
             for acc in (v for tiles in accs for frags in tiles for v in frags):
                 b.store(ir.Constant(F32, 0.0), acc.at(b, tid))
