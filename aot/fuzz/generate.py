@@ -667,8 +667,8 @@ def _scatter(g: GraphBuilder) -> bool:
     updates_shape = batch + x.shape[k:]
     if not g.fits(updates_shape):
         return False
-    g.one("ScatterND", [x.name, g.const(vectors.reshape(*batch, k), "idx"), _scatter_updates(g, updates_shape)], x.shape,
-          reduction=reduction)
+    indices = g.const(vectors.reshape(*batch, k), "idx")
+    g.one("ScatterND", [x.name, indices, _scatter_updates(g, updates_shape)], x.shape, reduction=reduction)
     return True
 
 

@@ -142,7 +142,8 @@ def save_regression(case: FuzzCase, kind: str, detail: str, directory: Path) -> 
     model.CopyFrom(case.model)
     del model.metadata_props[:]
     path_keys = (("fuzz.gpu", case.gpu),) if case.gpu else (("fuzz.cpu", case.cpu), ("fuzz.threads", str(case.threads)))
-    for key, value in (("fuzz.seed", str(case.seed)), *path_keys, ("fuzz.failure", kind), ("fuzz.detail", detail[:2000])):
+    keys = (("fuzz.seed", str(case.seed)), *path_keys, ("fuzz.failure", kind), ("fuzz.detail", detail[:2000]))
+    for key, value in keys:
         model.metadata_props.add(key=key, value=value)
     data = model.SerializeToString()
     directory.mkdir(parents=True, exist_ok=True)
@@ -154,5 +155,5 @@ def save_regression(case: FuzzCase, kind: str, detail: str, directory: Path) -> 
 def load_regression(path: Path) -> FuzzCase:
     model = onnx.load(str(path))
     meta = {p.key: p.value for p in model.metadata_props}
-    return FuzzCase(int(meta.get("fuzz.seed", "0")), model, meta.get("fuzz.cpu", "native"), int(meta.get("fuzz.threads", "1")),
-                    meta.get("fuzz.gpu", ""))
+    return FuzzCase(int(meta.get("fuzz.seed", "0")), model, meta.get("fuzz.cpu", "native"),
+                    int(meta.get("fuzz.threads", "1")), meta.get("fuzz.gpu", ""))

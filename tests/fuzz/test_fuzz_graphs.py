@@ -4,6 +4,7 @@ ptxas where installed), and the generator's and shrinker's own contracts. The lo
 is benchmarks/fuzz_graphs.py."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -117,7 +118,7 @@ def test_a_ptx_that_ptxas_rejects_is_a_finding(monkeypatch):
 
     def broken(plan, target):
         code = real_emit(plan, target)
-        return type(code)(code.ptx.replace("ret;", "ret.bogus;", 1), code.kernels, code.llvm_ir, code.target, code.checks)
+        return dataclasses.replace(code, ptx=code.ptx.replace("ret;", "ret.bogus;", 1))
 
     monkeypatch.setattr(nvptx, "emit_gpu", broken)
     outcome = check_case(FuzzCase(0, random_model(0), gpu="fp32"))
