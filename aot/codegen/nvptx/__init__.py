@@ -22,7 +22,7 @@ from llvmlite import ir
 from aot.codegen.math import MathLib
 from aot.codegen.llvm_pipeline import run_o3
 from aot.codegen.nvptx.checks import emit_checks
-from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel
+from aot.codegen.nvptx.kernel import GpuArg, GpuKernel, emit_kernel, with_launch_bounds
 from aot.codegen.nvptx.ptxas import PtxasInfo, assemble, ptxas_path
 from aot.codegen.nvptx.target import NvptxTarget
 from aot.errors import ArgumentError
@@ -83,7 +83,8 @@ def emit_gpus(plan: ExecutionPlan, targets: Sequence[NvptxTarget],
     codes = []
     for target in targets:
         start = time.perf_counter()
-        codes.append(GpuCode(target.target_machine().emit_assembly(optimized), kernels, llvm_ir, target, checks))
+        ptx = with_launch_bounds(target.target_machine().emit_assembly(optimized), [*kernels, *([checks] if checks else [])])
+        codes.append(GpuCode(ptx, kernels, llvm_ir, target, checks))
         if log:
             log(f"{'gpu ' + target.sm:<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(codes[-1].ptx)} B of PTX")
     return codes

@@ -151,7 +151,8 @@ class Simt:
         self.block_dim = block_dim
         self.block_count: int | None = None  # set by blocks(); the launch's grid comes from it
         # __launch_bounds__'s second number: blocks an SM must fit at once, so ptxas keeps
-        # registers within 65536 / (block_dim * min_blocks_per_sm); None: one block
+        # registers within 65536 / (block_dim * min_blocks_per_sm); None: one block (the
+        # bounds go into the PTX after LLVM, see kernel.py with_launch_bounds)
         self.min_blocks_per_sm: int | None = None
         self._in_phase = False
         self._shared = 0
@@ -251,10 +252,10 @@ class GpuSimt(Simt):
     """NVPTX: the body's phases run as straight-line code on each thread."""
 
     def annotate_launch_bounds(self) -> None:
-        """__launch_bounds__(block_dim[, min_blocks_per_sm]) as NVVM annotations (.maxntid,
-        .minnctapersm in the PTX). The block size alone bounds ptxas's registers so that a
-        block always fits an SM: without it a 512-thread kernel could take 160 registers
-        and every launch would fail (too many resources requested)."""
+        """__launch_bounds__(block_dim, min_blocks_per_sm) as NVVM annotations, which LLVM sees
+        too (it then knows %tid.x < block_dim). Only for bodies tuned that way (the GEMMs: their
+        register budget holds only so); other kernels get the bounds in the PTX alone
+        (kernel.py with_launch_bounds)."""
         module = self.fn.module
         bounds = [("maxntidx", self.block_dim)]
         if self.min_blocks_per_sm is not None:

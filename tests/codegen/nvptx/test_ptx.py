@@ -86,10 +86,10 @@ def test_one_ptx_kernel_per_plan_kernel(name):
             assert (arg.kind, arg.index, arg.offset) == (where.kind, where.index, where.offset)
         assert 1 <= kernel.grid <= kernel.blocks and kernel.block % 32 == 0
     assert ".target sm_90" in code.ptx and ".version 7.8" in code.ptx
-    # every kernel bounds its block size, so ptxas keeps a block's registers within an SM's
+    # only a block over 256 threads needs a register cap to fit an SM
     for kernel in code.kernels:
         entry = code.ptx.split(f".entry {kernel.symbol}(", 1)[1].split("{", 1)[0]
-        assert f".maxntid {kernel.block}\n" in entry
+        assert (".maxnreg" in entry) == (kernel.block > 256)
     assert "call" not in code.ptx.split(".entry", 1)[1]  # math inlined: no libm, no device calls
 
 
@@ -158,3 +158,21 @@ def test_code_key_ignores_names_not_code():
     module = ir.Module()
     a, b, c = kernel(module, "aot_kernel_1", "x", 1.0), kernel(module, "aot_kernel_10", "y.z", 1.0), kernel(module, "k", "x", 2.0)
     assert code_key(a) == code_key(b) != code_key(c)
+
+
+def test_a_block_over_256_threads_caps_its_registers():
+    # 512 threads at over 128 registers each would fail every launch
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [vinfo("x", F, (4, 4097))],
+                       [vinfo("y", F, (4, 4097))])
+    code = emit_gpu(_plan(model), NvptxTarget("sm_90"))
+    assert [k.block for k in code.kernels] == [512]
+    assert ".maxnreg 128\n" in code.ptx.split(".entry aot_kernel_0(", 1)[1].split("{", 1)[0]
+    if ptxas_path() is not None:
+        assert assemble(code.ptx, "sm_90")["aot_kernel_0"].registers <= 128
+
+
+def test_register_cap_fits_the_block_in_an_sm():
+    from aot.codegen.nvptx.kernel import register_cap
+
+    assert [register_cap(b) for b in (257, 384, 512, 1024)] == [248, 168, 128, 64]
+    assert all(register_cap(b) * b <= 65536 and register_cap(b) % 8 == 0 for b in range(257, 1025))
