@@ -66,15 +66,23 @@ def seed_models() -> dict[str, onnx.ModelProto]:
     }
 
 
+# seeds compiled for more than the CPU: name -> (seed model, --target); their PTX and cubin
+# sections and the manifest's cuda entry (launch plan) are hostile input too
+MORE_TARGETS = {"gemm_cuda": ("gemm", "cpu,cuda")}
+
+
 def compile_seeds(out_dir: Path, cpu: str = "native") -> list[Seed]:
-    """Compile every seed model into out_dir/<name>.aot and return them parsed."""
+    """Compile every seed model into out_dir/<name>.aot (and MORE_TARGETS') and return them parsed."""
     import aot
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    models = seed_models()
+    builds = [(name, model, "cpu") for name, model in models.items()]
+    builds += [(name, models[model], target) for name, (model, target) in MORE_TARGETS.items()]
     seeds = []
-    for name, model in seed_models().items():
+    for name, model, target in builds:
         path = out_dir / f"{name}.aot"
-        aot.compile(model, path, cpu=cpu)
+        aot.compile(model, path, cpu=cpu, target=target)
         data = path.read_bytes()
         seeds.append(Seed(name, data, read_artifact(data)))
     return seeds
