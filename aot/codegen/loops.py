@@ -19,23 +19,8 @@ def const_i64(value: int) -> ir.Constant:
 @contextmanager
 def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str) -> Iterator[ir.Value]:
     """`for (i = start; i < stop; ++i)` (signed i64): yields i, leaves the builder after the loop."""
-    start = const_i64(start) if isinstance(start, int) else start
-    stop = const_i64(stop) if isinstance(stop, int) else stop
-    before = builder.block
-    header = builder.append_basic_block(f"{name}.header")
-    body = builder.append_basic_block(f"{name}.body")
-    done = builder.append_basic_block(f"{name}.end")
-    builder.branch(header)
-    builder.position_at_end(header)
-    index = builder.phi(I64, name=name)
-    index.add_incoming(start, before)
-    builder.cbranch(builder.icmp_signed("<", index, stop, name=f"{name}.more"), body, done)
-    builder.position_at_end(body)
-    yield index
-    step = builder.add(index, const_i64(1), name=f"{name}.next", flags=["nuw", "nsw"])
-    index.add_incoming(step, builder.block)
-    builder.branch(header)
-    builder.position_at_end(done)
+    with _loop(builder, start, stop, 1, name, signed=True) as index:
+        yield index
 
 
 @contextmanager
@@ -43,6 +28,14 @@ def strided_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value |
                   name: str) -> Iterator[ir.Value]:
     """`for (i = start; i < stop; i += step)` over non-negative i64 (unsigned compare): a GPU
     thread's strided share of a range, a grid-stride loop. Yields i, leaves the builder after."""
+    with _loop(builder, start, stop, step, name, signed=False) as index:
+        yield index
+
+
+@contextmanager
+def _loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, step: ir.Value | int, name: str,
+          signed: bool) -> Iterator[ir.Value]:
+    """The top-tested loop both ranges are: a signed one also promises the step does not wrap (nsw)."""
     start, stop, step = (const_i64(v) if isinstance(v, int) else v for v in (start, stop, step))
     before = builder.block
     header = builder.append_basic_block(f"{name}.header")
@@ -52,10 +45,12 @@ def strided_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value |
     builder.position_at_end(header)
     index = builder.phi(I64, name=name)
     index.add_incoming(start, before)
-    builder.cbranch(builder.icmp_unsigned("<", index, stop, name=f"{name}.more"), body, done)
+    compare = builder.icmp_signed if signed else builder.icmp_unsigned
+    builder.cbranch(compare("<", index, stop, name=f"{name}.more"), body, done)
     builder.position_at_end(body)
     yield index
-    index.add_incoming(builder.add(index, step, name=f"{name}.next", flags=["nuw"]), builder.block)
+    following = builder.add(index, step, name=f"{name}.next", flags=["nuw", "nsw"] if signed else ["nuw"])
+    index.add_incoming(following, builder.block)
     builder.branch(header)
     builder.position_at_end(done)
 
