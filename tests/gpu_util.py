@@ -87,6 +87,16 @@ def assembles_for_every_sm(plan) -> dict:
     return reports
 
 
+def assert_bodies_without_spills(plan, bodies: list[str]):
+    """The plan's GPU kernels got `bodies`, in order, and ptxas spills none of them on any SM."""
+    kernels = emit_gpu(plan, NvptxTarget("sm_90")).kernels
+    assert [k.body for k in kernels] == bodies
+    for sm, report in assembles_for_every_sm(plan).items():
+        for kernel in kernels:
+            info = report[kernel.symbol]
+            assert info.spill_store_bytes == 0 and info.spill_load_bytes == 0, (sm, kernel.body, info)
+
+
 def repeated_layers(layers: int = 3):
     """`layers` MatMul + Relu + Softmax blocks of one shape, each with its own weight."""
     rng = np.random.default_rng(0)
