@@ -58,8 +58,11 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 3u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
-                                 aot_model_open_{file,memory}_with_options */
+#define AOT_ABI_VERSION 4u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
+                                 aot_model_open_{file,memory}_with_options; 4: GPU execution
+                                 (AOT_ERR_NO_DEVICE, AOT_ERR_DEVICE, aot_context_options_t's
+                                 device fields, aot_run_device, aot_context_device,
+                                 aot_context_cuda_stream, aot_device_*) */
 #define AOT_FORMAT_VERSION 2u /* 2: the tooling section; the manifest holds runtime fields only */
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -80,6 +83,13 @@ typedef enum aot_status {
   AOT_ERR_CHECK_FAILED = 10     /* aot_run: a run-time check of the model failed, e.g. an ONNX If
                                    selected a branch that cannot run at the compiled shapes; the
                                    message says which and why; the outputs are unspecified */
+  /* ABI version 4 */
+  AOT_ERR_NO_DEVICE = 11,       /* a CUDA context cannot be had: no CUDA driver (libcuda.so.1 does
+                                   not load), no device with that ordinal, or no GPU code in the
+                                   artifact for the device's architecture; the message says which */
+  AOT_ERR_DEVICE = 12           /* the CUDA driver failed a call: the message names the call, the
+                                   driver's name for the error (CUDA_ERROR_...) and, for a launch,
+                                   the kernel */
 } aot_status_t;
 
 typedef struct aot_error {
@@ -115,6 +125,16 @@ typedef enum aot_dtype {
 typedef struct aot_model aot_model_t;
 typedef struct aot_context aot_context_t;
 
+/* Where a context runs the model (ABI version 4). */
+typedef enum aot_device_kind {
+  AOT_DEVICE_CPU = 0, /* the artifact's CPU code, on the calling thread and the context's pool */
+  AOT_DEVICE_CUDA = 1 /* the artifact's GPU code on an NVIDIA GPU, through the CUDA driver */
+} aot_device_kind_t;
+
+/* aot_context_options_t.flags (ABI version 4) */
+#define AOT_CONTEXT_NO_CUDA_GRAPH 1u /* launch the kernels one by one on every run instead of
+                                        replaying one CUDA graph of them (the default) */
+
 typedef struct aot_context_options {
   uint32_t struct_size; /* sizeof(aot_context_options_t) */
   uint32_t num_threads; /* 0 or 1: run the entry on the calling thread;
@@ -124,7 +144,13 @@ typedef struct aot_context_options {
                            no workers. The workers poll (yielding the CPU)
                            while a run is in flight and for 50 us after it,
                            then sleep, so give a context no more threads than
-                           it has cores */
+                           it has cores; ignored by a CUDA context */
+  /* ABI version 4 */
+  uint32_t device;        /* aot_device_kind_t: AOT_DEVICE_CPU (0, the default) or
+                             AOT_DEVICE_CUDA */
+  int32_t device_ordinal; /* AOT_DEVICE_CUDA: the GPU, as the driver numbers them (0 default) */
+  uint32_t flags;         /* AOT_CONTEXT_* bits; 0 by default */
+  uint32_t reserved;      /* 0 */
 } aot_context_options_t;
 
 /* Options for opening a model (ABI version 3). Append-only: struct_size first, and a
@@ -213,6 +239,64 @@ AOT_API void aot_context_destroy(aot_context_t* context); /* NULL is a no-op */
 AOT_API aot_status_t aot_run(aot_context_t* context, const aot_tensor_t* inputs,
                              uint32_t input_count, aot_tensor_t* outputs,
                              uint32_t output_count, aot_error_t* out_error);
+
+/* ---- GPU execution (ABI version 4) ----
+ *
+ * A context created with device AOT_DEVICE_CUDA runs the artifact's GPU code (an artifact
+ * compiled with --target cuda or cpu,cuda) on the GPU `device_ordinal`. The runtime reaches
+ * the GPU through the CUDA driver, opened at run time (dlopen of libcuda.so.1, or the file
+ * the environment variable AOT_CUDA_DRIVER names): it needs no CUDA at build time, and a
+ * machine without a driver gets AOT_ERR_NO_DEVICE ("no CUDA driver ...") from
+ * aot_context_create, never a failed load.
+ *
+ * The first CUDA context of a model on a device loads the GPU code there (the cubin built
+ * for the device's architecture, else the PTX of the newest architecture not above it,
+ * compiled by the driver) and copies the weights to it; the model's later contexts on that
+ * device share both, and aot_model_close frees them. Each context owns a stream and a
+ * device arena, so contexts run concurrently. The CPU memory limit (max_memory_bytes) does
+ * not count device memory; a context whose arena and buffers do not fit in the device's
+ * free memory is refused with AOT_ERR_NO_MEMORY.
+ *
+ * On a CUDA context, aot_run takes host tensors: it copies the inputs to the device, runs,
+ * copies the outputs back, and returns when they are in the caller's buffers. The calling
+ * thread need not have any CUDA context current; the runtime leaves the thread's current
+ * context as it found it. */
+
+/* The context's device: AOT_DEVICE_CPU or AOT_DEVICE_CUDA; *out_ordinal (may be NULL) gets
+ * its CUDA device ordinal, -1 for a CPU context. A dead context is AOT_DEVICE_CPU, -1. */
+AOT_API aot_device_kind_t aot_context_device(const aot_context_t* context, int32_t* out_ordinal);
+
+/* The CUstream a CUDA context runs on (one it created, non-blocking); NULL for a CPU
+ * context. A caller may order its own work after a run's with it. */
+AOT_API void* aot_context_cuda_stream(const aot_context_t* context);
+
+/* Run a CUDA context's model on tensors already on its device: each data pointer is a
+ * device address (CUdeviceptr) on the context's device, at least 16-byte aligned, dense
+ * row-major; shapes, dtypes and byte sizes as for aot_run; outputs must not overlap inputs.
+ * `stream` is a CUstream of the context's device (the caller's: the run is ordered after
+ * what the caller queued there before the call), or NULL for the context's own stream. The
+ * call returns when the run has finished (it reads the model's run-time checks back), so
+ * the outputs are ready for any stream. No copies are made. A CPU context refuses it
+ * (AOT_ERR_INVALID_ARGUMENT). */
+AOT_API aot_status_t aot_run_device(aot_context_t* context, const aot_tensor_t* inputs,
+                                    uint32_t input_count, aot_tensor_t* outputs,
+                                    uint32_t output_count, void* stream, aot_error_t* out_error);
+
+/* Device memory on a CUDA context's device, for callers without a CUDA library of their
+ * own (the Python binding's device arrays): at least 256-byte aligned; bytes == 0 gives a
+ * valid address of a 1-byte allocation. Free it with aot_device_free on a context of the
+ * same device before the model is closed. */
+AOT_API aot_status_t aot_device_alloc(aot_context_t* context, uint64_t bytes,
+                                      uint64_t* out_address, aot_error_t* out_error);
+AOT_API aot_status_t aot_device_free(aot_context_t* context, uint64_t address,
+                                     aot_error_t* out_error);
+/* Copies between host memory and device memory of a CUDA context's device, on the
+ * context's stream; they return when the copy has finished. */
+AOT_API aot_status_t aot_device_upload(aot_context_t* context, uint64_t device_address,
+                                       const void* host, uint64_t bytes, aot_error_t* out_error);
+AOT_API aot_status_t aot_device_download(aot_context_t* context, void* host,
+                                         uint64_t device_address, uint64_t bytes,
+                                         aot_error_t* out_error);
 
 #ifdef __cplusplus
 }
