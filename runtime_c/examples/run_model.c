@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     outs[i] = (aot_tensor_t){info.dtype, info.rank, info.shape, malloc(info.byte_size + 1),
                              info.byte_size};
   }
-  aot_context_options_t opt = {sizeof opt, threads};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = threads};
   if (aot_context_create(model, &opt, &ctx, &err) != AOT_OK ||
       aot_run(ctx, ins, ni, outs, no, &err) != AOT_OK) {
     fprintf(stderr, "error: %s\n", err.message);

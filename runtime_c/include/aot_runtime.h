@@ -80,7 +80,7 @@ typedef enum aot_status {
   AOT_ERR_DTYPE_MISMATCH = 8,
   AOT_ERR_INTERNAL = 9,         /* dlopen/dlsym/pthread failures */
   /* ABI version 2 */
-  AOT_ERR_CHECK_FAILED = 10     /* aot_run: a run-time check of the model failed, e.g. an ONNX If
+  AOT_ERR_CHECK_FAILED = 10,    /* aot_run: a run-time check of the model failed, e.g. an ONNX If
                                    selected a branch that cannot run at the compiled shapes; the
                                    message says which and why; the outputs are unspecified */
   /* ABI version 4 */

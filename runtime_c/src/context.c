@@ -1,8 +1,10 @@
-/* context.c - execution contexts and aot_run.
+/* context.c - execution contexts, aot_run and aot_run_device.
  *
- * A context owns an arena (arena.bytes, aligned to arena.alignment) and,
- * with num_threads > 1, a thread pool. One thread at a time per context. */
+ * A CPU context owns an arena (arena.bytes, aligned to arena.alignment) and,
+ * with num_threads > 1, a thread pool; a CUDA context owns a stream and a device
+ * arena (gpu_context.c). One thread at a time per context. */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +22,31 @@ struct aot_context {
   const aot_model_t* model;
   uint8_t* arena;
   aot__pool_t* pool; /* NULL: single-threaded */
+  aot__gpu_context_t* gpu; /* a CUDA context's device side; NULL for a CPU context */
   const void** in_ptrs;
   void** out_ptrs;
 };
+
+static aot_status_t create_cuda(const aot_model_t* model, int32_t ordinal, uint32_t flags,
+                                aot_context_t** out_context, aot_error_t* err) {
+  aot_context_t* ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  ctx->magic = CONTEXT_MAGIC;
+  ctx->model = model;
+  ctx->in_ptrs = calloc(model->input_count + 1, sizeof *ctx->in_ptrs);
+  ctx->out_ptrs = calloc(model->output_count + 1, sizeof *ctx->out_ptrs);
+  if (!ctx->in_ptrs || !ctx->out_ptrs) {
+    aot_context_destroy(ctx);
+    return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  }
+  aot_status_t st = aot__gpu_context_create(model, ordinal, flags, &ctx->gpu, err);
+  if (st) {
+    aot_context_destroy(ctx);
+    return st;
+  }
+  *out_context = ctx;
+  return aot__ok(err);
+}
 
 aot_status_t aot_context_create(const aot_model_t* model, const aot_context_options_t* options,
                                 aot_context_t** out_context, aot_error_t* err) {
@@ -31,7 +55,8 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
   if (!model) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
   if (model->magic != AOT__MODEL_MAGIC)
     return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
-  uint32_t threads = 1;
+  uint32_t threads = 1, device = AOT_DEVICE_CPU, flags = 0;
+  int32_t ordinal = 0;
   if (options) {
     /* Options structs are append-only: read only the fields the caller's
      * struct_size covers. */
@@ -39,6 +64,31 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
       return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "options->struct_size %u is too small",
                        options->struct_size);
     threads = options->num_threads ? options->num_threads : 1;
+    if (options->struct_size >= offsetof(aot_context_options_t, reserved) + sizeof(uint32_t)) {
+      device = options->device;
+      ordinal = options->device_ordinal;
+      flags = options->flags;
+      if (options->reserved != 0)
+        return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "options->reserved must be 0");
+    } else if (options->struct_size > 2 * sizeof(uint32_t)) {
+      return aot__fail(err, AOT_ERR_INVALID_ARGUMENT,
+                       "options->struct_size %u covers part of the device fields (%zu or %zu "
+                       "expected)", options->struct_size, 2 * sizeof(uint32_t),
+                       sizeof(aot_context_options_t));
+    }
+  }
+  if (device != AOT_DEVICE_CPU && device != AOT_DEVICE_CUDA)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT,
+                     "options->device %u is neither AOT_DEVICE_CPU (0) nor AOT_DEVICE_CUDA (1)", device);
+  if (flags & ~AOT_CONTEXT_NO_CUDA_GRAPH)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "options->flags 0x%x has unknown bits", flags);
+  if (device == AOT_DEVICE_CUDA) return create_cuda(model, ordinal, flags, out_context, err);
+  if (!model->entry) {
+    char sms[128];
+    aot__gpu_sm_list(model->gpu, sms, sizeof sms);
+    return aot__fail(err, AOT_ERR_UNSUPPORTED,
+                     "the artifact holds GPU code only (cuda: %s): create the context with device "
+                     "AOT_DEVICE_CUDA, or compile with --target cpu or cpu,cuda", sms);
   }
   if (threads > MAX_THREADS)
     return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "num_threads %u exceeds %u", threads,
@@ -71,6 +121,7 @@ void aot_context_destroy(aot_context_t* ctx) {
   if (!ctx || ctx->magic != CONTEXT_MAGIC) return; /* NULL, or destroyed already */
   ctx->magic = 0;
   aot__pool_destroy(ctx->pool);
+  aot__gpu_context_destroy(ctx->gpu);
   free(ctx->arena);
   free(ctx->in_ptrs);
   free(ctx->out_ptrs);
@@ -136,8 +187,9 @@ static aot_status_t run_checks(aot_context_t* ctx, aot_error_t* err) {
   return aot__fail(err, AOT_ERR_CHECK_FAILED, "%s", m->check_messages[failed - 1]);
 }
 
-aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
-                     aot_tensor_t* outputs, uint32_t output_count, aot_error_t* err) {
+/* The checks every run makes of its arguments; fills ctx's pointer tables. */
+static aot_status_t check_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
+                              aot_tensor_t* outputs, uint32_t output_count, aot_error_t* err) {
   if (!ctx) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "context is NULL");
   if (ctx->magic != CONTEXT_MAGIC)
     return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "context is destroyed (or not a context)");
@@ -163,6 +215,15 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
     if (st) return st;
     ctx->out_ptrs[i] = outputs[i].data;
   }
+  return AOT_OK;
+}
+
+aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
+                     aot_tensor_t* outputs, uint32_t output_count, aot_error_t* err) {
+  aot_status_t st = check_run(ctx, inputs, input_count, outputs, output_count, err);
+  if (st) return st;
+  const aot_model_t* m = ctx->model;
+  if (ctx->gpu) return aot__gpu_run_host(ctx->gpu, ctx->in_ptrs, ctx->out_ptrs, err);
   if (ctx->pool) {
     aot__job_t job = {ctx->in_ptrs, ctx->out_ptrs, ctx->arena};
     aot__pool_run(ctx->pool, &job);
@@ -170,4 +231,72 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
     m->entry(ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights);
   }
   return run_checks(ctx, err);
+}
+
+aot_status_t aot_run_device(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t input_count,
+                            aot_tensor_t* outputs, uint32_t output_count, void* stream,
+                            aot_error_t* err) {
+  aot_status_t st = check_run(ctx, inputs, input_count, outputs, output_count, err);
+  if (st) return st;
+  if (!ctx->gpu)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT,
+                     "aot_run_device needs a CUDA context (device AOT_DEVICE_CUDA); this one runs "
+                     "on the CPU: use aot_run");
+  return aot__gpu_run_device(ctx->gpu, ctx->in_ptrs, ctx->out_ptrs, stream, err);
+}
+
+/* A live CUDA context, or NULL with err filled. */
+static aot__gpu_context_t* cuda_of(aot_context_t* ctx, const char* call, aot_error_t* err) {
+  if (!ctx || ctx->magic != CONTEXT_MAGIC) {
+    aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "%s: context is NULL or destroyed", call);
+    return NULL;
+  }
+  if (ctx->model->magic != AOT__MODEL_MAGIC) {
+    aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "%s: the context's model is closed", call);
+    return NULL;
+  }
+  if (!ctx->gpu)
+    aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "%s needs a CUDA context; this one runs on the CPU", call);
+  return ctx->gpu;
+}
+
+aot_device_kind_t aot_context_device(const aot_context_t* ctx, int32_t* out_ordinal) {
+  int live = ctx && ctx->magic == CONTEXT_MAGIC && ctx->gpu;
+  if (out_ordinal) *out_ordinal = live ? aot__gpu_context_ordinal(ctx->gpu) : -1;
+  return live ? AOT_DEVICE_CUDA : AOT_DEVICE_CPU;
+}
+
+void* aot_context_cuda_stream(const aot_context_t* ctx) {
+  return ctx && ctx->magic == CONTEXT_MAGIC && ctx->gpu ? aot__gpu_context_stream(ctx->gpu) : NULL;
+}
+
+aot_status_t aot_device_alloc(aot_context_t* ctx, uint64_t bytes, uint64_t* out_address,
+                              aot_error_t* err) {
+  if (!out_address) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_address is NULL");
+  *out_address = 0;
+  aot__gpu_context_t* g = cuda_of(ctx, "aot_device_alloc", err);
+  return g ? aot__gpu_alloc(g, bytes, out_address, err) : AOT_ERR_INVALID_ARGUMENT;
+}
+
+aot_status_t aot_device_free(aot_context_t* ctx, uint64_t address, aot_error_t* err) {
+  aot__gpu_context_t* g = cuda_of(ctx, "aot_device_free", err);
+  return g ? aot__gpu_free(g, address, err) : AOT_ERR_INVALID_ARGUMENT;
+}
+
+aot_status_t aot_device_upload(aot_context_t* ctx, uint64_t device_address, const void* host,
+                               uint64_t bytes, aot_error_t* err) {
+  aot__gpu_context_t* g = cuda_of(ctx, "aot_device_upload", err);
+  if (!g) return AOT_ERR_INVALID_ARGUMENT;
+  if (bytes && (!host || !device_address))
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "aot_device_upload: a NULL address");
+  return aot__gpu_copy(g, (void*)(uintptr_t)host, device_address, bytes, 1, err);
+}
+
+aot_status_t aot_device_download(aot_context_t* ctx, void* host, uint64_t device_address,
+                                 uint64_t bytes, aot_error_t* err) {
+  aot__gpu_context_t* g = cuda_of(ctx, "aot_device_download", err);
+  if (!g) return AOT_ERR_INVALID_ARGUMENT;
+  if (bytes && (!host || !device_address))
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "aot_device_download: a NULL address");
+  return aot__gpu_copy(g, host, device_address, bytes, 0, err);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "aot_runtime.h"
+#include "cuda_api.h"
 
 #define AOT_HIDDEN __attribute__((visibility("hidden")))
 
@@ -123,6 +124,81 @@ AOT_HIDDEN aot_status_t aot__code_object(const aot__code_t* code, const char* sy
                                          const void** out, uint64_t* out_size, aot_error_t* err);
 AOT_HIDDEN void aot__code_unload(aot__code_t* code);
 
+/* ---- cuda_driver.c ---- */
+/* The CUDA driver, opened with dlopen by each model that runs on a GPU (dlopen counts
+ * references, so it is loaded once per process). */
+typedef struct aot__cuda_api {
+  void* handle;
+#define AOT__CUDA_MEMBER(member, symbol, ret, params) ret(*member) params;
+  AOT__CUDA_FUNCTIONS(AOT__CUDA_MEMBER)
+#undef AOT__CUDA_MEMBER
+} aot__cuda_api_t;
+
+/* dlopen the driver (AOT_CUDA_DRIVER, else libcuda.so.1), resolve every entry point and
+ * cuInit: AOT_ERR_NO_DEVICE says what is missing. */
+AOT_HIDDEN aot_status_t aot__cuda_open(aot__cuda_api_t* api, aot_error_t* err);
+AOT_HIDDEN void aot__cuda_close(aot__cuda_api_t* api);
+/* A failed driver call as a status: AOT_ERR_NO_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, else
+ * AOT_ERR_DEVICE; the message is "<context>: <call>: CUDA_ERROR_... (<driver's text>)". */
+AOT_HIDDEN aot_status_t aot__cuda_fail(const aot__cuda_api_t* api, aot_error_t* err, CUresult r,
+                                       const char* call, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ---- gpu_plan.c: the manifest's "cuda" entry, validated at open ---- */
+typedef enum {
+  AOT__GPU_ARG_ARENA = 0,
+  AOT__GPU_ARG_WEIGHTS = 1,
+  AOT__GPU_ARG_INPUT = 2,
+  AOT__GPU_ARG_OUTPUT = 3,
+  AOT__GPU_ARG_STATUS = 4
+} aot__gpu_arg_kind_t;
+
+typedef struct aot__gpu_arg {
+  aot__gpu_arg_kind_t kind;
+  uint64_t value; /* arena/weights: byte offset; input/output: index */
+} aot__gpu_arg_t;
+
+typedef struct aot__gpu_launch {
+  char* name;   /* the kernel's name, for messages ("checks" for the checks launch) */
+  char* symbol; /* the .entry */
+  uint32_t grid[3], block[3], shared_bytes;
+  uint32_t arg_count;
+  aot__gpu_arg_t* args;
+} aot__gpu_launch_t;
+
+/* A section kept as stored (compressed) from open until a device needs it decoded: CPU-only
+ * users of a cpu,cuda artifact pay a copy of the compressed bytes, not a decode. */
+typedef struct aot__stored_section {
+  aot__section_t section; /* offset 0 into data */
+  uint8_t* data;          /* NULL: absent */
+} aot__stored_section_t;
+
+/* Decode s into a new NUL-terminated buffer (free()). */
+AOT_HIDDEN aot_status_t aot__stored_section_decode(const aot__stored_section_t* s, uint8_t** out,
+                                                   aot_error_t* err);
+
+typedef struct aot__gpu_sm {
+  uint32_t sm; /* 80 for "sm_80" */
+  aot__stored_section_t ptx;
+  aot__stored_section_t cubin; /* data NULL when the artifact has none for this SM */
+  uint32_t launch_count; /* the kernels', then the checks launch where there is one */
+  int has_checks;
+  aot__gpu_launch_t* launches;
+} aot__gpu_sm_t;
+
+typedef struct aot__gpu_device aot__gpu_device_t; /* gpu_device.c */
+
+typedef struct aot__gpu_model {
+  uint64_t arena_bytes;
+  uint32_t sm_count;
+  aot__gpu_sm_t* sms;
+  /* what runs on devices, made on first use under `lock` (a pthread_mutex_t, opaque here) */
+  void* lock;
+  int api_loaded;
+  aot__cuda_api_t api;
+  aot__gpu_device_t* devices; /* a list, one per device ordinal used */
+} aot__gpu_model_t;
+
 /* ---- model.c ---- */
 typedef void (*aot__entry_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
                               const uint8_t* weights);
@@ -167,7 +243,32 @@ struct aot_model {
   uint32_t check_count;  /* manifest "checks"; 0: no checks function */
   char** check_messages; /* check_count NUL-terminated messages */
   aot__checks_fn checks;
+  aot__gpu_model_t* gpu; /* NULL when the artifact has no GPU code */
 };
+
+/* Manifest readers shared by model.c and gpu_plan.c: a string member without NULs, an
+ * integer member in [lo, hi] (dflt when absent and not required). */
+AOT_HIDDEN aot_status_t aot__manifest_string(const aot__json_t* obj, const char* key,
+                                             const char* where, int required, const char** out,
+                                             aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__manifest_int(const aot__json_t* obj, const char* key,
+                                          const char* where, int required, int64_t dflt,
+                                          int64_t lo, int64_t hi, int64_t* out, aot_error_t* err);
+
+/* gpu_plan.c: parse root's "cuda" (absent: *out NULL), keeping copies of its PTX and cubin
+ * sections as stored; checked against m's inputs, outputs, arena, weights, checks and the
+ * manifest's kernel count. *used: the bytes it holds, which must stay within `budget`. */
+AOT_HIDDEN aot_status_t aot__gpu_plan_parse(const aot_model_t* m, const aot__container_t* c,
+                                            const aot__json_t* root, uint32_t kernel_count,
+                                            uint64_t budget, uint64_t* used,
+                                            aot__gpu_model_t** out, aot_error_t* err);
+/* Frees the launch plan and the sections (gpu_plan.c) */
+AOT_HIDDEN void aot__gpu_plan_free(aot__gpu_model_t* g);
+/* Frees everything made on devices (modules, weights, primary contexts retained), the
+ * driver, then the plan (gpu_device.c); NULL is a no-op. */
+AOT_HIDDEN void aot__gpu_model_free(aot__gpu_model_t* g);
+/* "sm_80, sm_90" into buf */
+AOT_HIDDEN void aot__gpu_sm_list(const aot__gpu_model_t* g, char* buf, size_t size);
 
 /* ---- code_info.c ---- */
 /* The code's description of what it was built for: uint64 words, exported by every code
@@ -227,5 +328,45 @@ AOT_HIDDEN void aot__pool_destroy(aot__pool_t* pool);
  * whichever threads come, the rest on the calling thread. Returns when every
  * kernel has finished. */
 AOT_HIDDEN void aot__pool_run(aot__pool_t* pool, const aot__job_t* job);
+
+/* ---- gpu_device.c: a model's code and weights on one device ---- */
+struct aot__gpu_device {
+  aot__gpu_device_t* next;
+  int32_t ordinal;
+  CUdevice device;
+  CUcontext context; /* the device's primary context, retained */
+  char name[96];
+  uint32_t sm;                 /* the device's, 90 for sm_90 */
+  const aot__gpu_sm_t* code;   /* the launch plan of the code loaded */
+  int from_ptx;                /* 1: the driver compiled the PTX of code->sm */
+  CUmodule module;
+  CUfunction* functions;       /* one per launch of code */
+  CUdeviceptr weights;         /* 0 when the model has no weights */
+};
+
+/* m's state on device `ordinal`, loaded on first use (driver, module, weights). */
+AOT_HIDDEN aot_status_t aot__gpu_device_get(const aot_model_t* m, int32_t ordinal,
+                                            aot__gpu_device_t** out, aot_error_t* err);
+
+/* ---- gpu_context.c: CUDA contexts ---- */
+typedef struct aot__gpu_context aot__gpu_context_t;
+AOT_HIDDEN aot_status_t aot__gpu_context_create(const aot_model_t* m, int32_t ordinal,
+                                                uint32_t flags, aot__gpu_context_t** out,
+                                                aot_error_t* err);
+AOT_HIDDEN void aot__gpu_context_destroy(aot__gpu_context_t* g);
+AOT_HIDDEN int32_t aot__gpu_context_ordinal(const aot__gpu_context_t* g);
+AOT_HIDDEN void* aot__gpu_context_stream(const aot__gpu_context_t* g);
+/* Run with host buffers (copied in and out), or device buffers on `stream` (NULL: the
+ * context's); pointers already checked against the model's tensors. */
+AOT_HIDDEN aot_status_t aot__gpu_run_host(aot__gpu_context_t* g, const void* const* inputs,
+                                          void* const* outputs, aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__gpu_run_device(aot__gpu_context_t* g, const void* const* inputs,
+                                            void* const* outputs, void* stream,
+                                            aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__gpu_alloc(aot__gpu_context_t* g, uint64_t bytes, uint64_t* out,
+                                       aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__gpu_free(aot__gpu_context_t* g, uint64_t address, aot_error_t* err);
+AOT_HIDDEN aot_status_t aot__gpu_copy(aot__gpu_context_t* g, void* host, uint64_t address,
+                                      uint64_t bytes, int to_device, aot_error_t* err);
 
 #endif /* AOT_INTERNAL_H_ */

@@ -34,7 +34,7 @@
 #define MAX_CHECKS (1u << 20)
 
 /* A string member without embedded NULs; *out borrowed from the JSON tree. */
-static aot_status_t get_string(const aot__json_t* obj, const char* key, const char* where,
+aot_status_t aot__manifest_string(const aot__json_t* obj, const char* key, const char* where,
                                int required, const char** out, aot_error_t* err) {
   *out = NULL;
   const aot__json_t* v = aot__json_get(obj, key);
@@ -48,7 +48,7 @@ static aot_status_t get_string(const aot__json_t* obj, const char* key, const ch
   return AOT_OK;
 }
 
-static aot_status_t get_int(const aot__json_t* obj, const char* key, const char* where,
+aot_status_t aot__manifest_int(const aot__json_t* obj, const char* key, const char* where,
                             int required, int64_t dflt, int64_t lo, int64_t hi, int64_t* out,
                             aot_error_t* err) {
   const aot__json_t* v = aot__json_get(obj, key);
@@ -147,8 +147,8 @@ static aot_status_t parse_tensors(const aot__json_t* root, const char* key, int 
       goto fail;
     }
     const char *name, *dtype;
-    if ((st = get_string(t, "name", where, 1, &name, err))) goto fail;
-    if ((st = get_string(t, "dtype", where, 1, &dtype, err))) goto fail;
+    if ((st = aot__manifest_string(t, "name", where, 1, &name, err))) goto fail;
+    if ((st = aot__manifest_string(t, "dtype", where, 1, &dtype, err))) goto fail;
     if (!name[0]) {
       st = aot__fail(err, AOT_ERR_FORMAT, "%s: empty name", where);
       goto fail;
@@ -206,6 +206,7 @@ fail:
 void aot_model_close(aot_model_t* m) {
   if (!m || m->magic != AOT__MODEL_MAGIC) return; /* NULL, or closed already */
   m->magic = 0;
+  aot__gpu_model_free(m->gpu);
   aot__code_unload(&m->code);
   free_descs(m->inputs, m->input_count);
   free_descs(m->outputs, m->output_count);
@@ -234,9 +235,9 @@ static aot_status_t plan_weights(aot_model_t* m, const aot__container_t* c, cons
   const char* section;
   int64_t bytes, align;
   aot_status_t st;
-  if ((st = get_string(w, "section", "manifest: weights", 1, &section, err))) return st;
-  if ((st = get_int(w, "bytes", "manifest: weights", 1, 0, 0, INT64_MAX, &bytes, err))) return st;
-  if ((st = get_int(w, "alignment", "manifest: weights", 0, 64, 1, MAX_ALIGN, &align, err)))
+  if ((st = aot__manifest_string(w, "section", "manifest: weights", 1, &section, err))) return st;
+  if ((st = aot__manifest_int(w, "bytes", "manifest: weights", 1, 0, 0, INT64_MAX, &bytes, err))) return st;
+  if ((st = aot__manifest_int(w, "alignment", "manifest: weights", 0, 64, 1, MAX_ALIGN, &align, err)))
     return st;
   if (!is_pow2(align))
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: weights: alignment %lld is not a power of two",
@@ -257,10 +258,8 @@ static aot_status_t plan_weights(aot_model_t* m, const aot__container_t* c, cons
   return AOT_OK;
 }
 
-/* The manifest's "checks" (messages) and, when there is one, the checks function named by
- * the chosen cpu entry's "checks" (default aot_model_checks). */
-static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const aot__json_t* cpu,
-                                aot_error_t* err) {
+/* The manifest's "checks" messages (the CPU and GPU code answer with an index into them). */
+static aot_status_t parse_checks(aot_model_t* m, const aot__json_t* root, aot_error_t* err) {
   const aot__json_t* cs = aot__json_get(root, "checks");
   if (!cs || cs->kind == AOT_JSON_NULL) return AOT_OK;
   if (cs->kind != AOT_JSON_ARRAY)
@@ -278,7 +277,7 @@ static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const a
     if (k->kind != AOT_JSON_OBJECT)
       return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
     const char* message;
-    if ((st = get_string(k, "message", where, 1, &message, err))) return st;
+    if ((st = aot__manifest_string(k, "message", where, 1, &message, err))) return st;
     if (!message[0]) return aot__fail(err, AOT_ERR_FORMAT, "%s: empty message", where);
     size_t n = strlen(message) + 1;
     m->check_messages[i] = malloc(n);
@@ -286,35 +285,21 @@ static aot_status_t load_checks(aot_model_t* m, const aot__json_t* root, const a
     memcpy(m->check_messages[i], message, n);
     m->check_count = i + 1;
   }
+  return AOT_OK;
+}
+
+/* Where the model has checks, the CPU checks function named by the chosen cpu entry's
+ * "checks" (default aot_model_checks). */
+static aot_status_t load_checks(aot_model_t* m, const aot__json_t* cpu, aot_error_t* err) {
+  if (m->check_count == 0) return AOT_OK;
   const char* symbol;
-  if ((st = get_string(cpu, "checks", "manifest: cpu[" HOST_ARCH "]", 0, &symbol, err))) return st;
+  aot_status_t st;
+  if ((st = aot__manifest_string(cpu, "checks", "manifest: cpu[" HOST_ARCH "]", 0, &symbol, err)))
+    return st;
   void* sym;
   if ((st = aot__code_symbol(&m->code, symbol ? symbol : "aot_model_checks", &sym, err))) return st;
   m->checks = (aot__checks_fn)sym;
   return AOT_OK;
-}
-
-/* A GPU-only artifact (no "cpu" entry, a "cuda" one): refused, naming its GPU architectures.
- * Only names of [a-z0-9_] are echoed: the manifest is hostile input. */
-static aot_status_t refuse_gpu_only(const aot__json_t* cuda, aot_error_t* err) {
-  char sms[128] = "";
-  size_t used = 0;
-  const aot__json_t* list = cuda->kind == AOT_JSON_OBJECT ? aot__json_get(cuda, "sms") : NULL;
-  for (const aot__json_t* t = list && list->kind == AOT_JSON_ARRAY ? list->first : NULL; t;
-       t = t->next) {
-    const aot__json_t* sm = t->kind == AOT_JSON_OBJECT ? aot__json_get(t, "sm") : NULL;
-    int plain = sm && sm->kind == AOT_JSON_STRING && sm->str_len > 0 && sm->str_len < 16;
-    for (size_t i = 0; plain && i < sm->str_len; i++)
-      plain = (sm->str[i] >= 'a' && sm->str[i] <= 'z') || (sm->str[i] >= '0' && sm->str[i] <= '9') ||
-              sm->str[i] == '_';
-    int n = snprintf(sms + used, sizeof sms - used, "%s%s", used ? ", " : "", plain ? sm->str : "?");
-    if (n < 0 || (size_t)n >= sizeof sms - used) break;
-    used += (size_t)n;
-  }
-  return aot__fail(err, AOT_ERR_UNSUPPORTED,
-                   "the artifact holds GPU code only (cuda: %s); this runtime runs CPU code, and "
-                   "GPU execution is not built yet: compile with --target cpu or cpu,cuda",
-                   used ? sms : "no architectures");
 }
 
 /* The "cpu" entry for this host and its code section, bounded before it is decoded. */
@@ -324,14 +309,17 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
   const aot__json_t* cpu = aot__json_get(root, "cpu");
   if (!cpu || cpu->kind != AOT_JSON_ARRAY)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"cpu\" must be an array");
+  *out_pick = NULL;
+  *out = NULL;
+  /* a GPU-only artifact: its CUDA contexts run it, a CPU context is refused */
   const aot__json_t* cuda = aot__json_get(root, "cuda");
-  if (!cpu->first && cuda) return refuse_gpu_only(cuda, err);
+  if (!cpu->first && cuda && cuda->kind != AOT_JSON_NULL) return AOT_OK;
   const aot__json_t* pick = NULL;
   char have[256] = "";
   size_t used = 0;
   for (const aot__json_t* t = cpu->first; t; t = t->next) {
     const char* arch;
-    aot_status_t st = get_string(t, "arch", "manifest: cpu[]", 1, &arch, err);
+    aot_status_t st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err);
     if (st) return st;
     if (strcmp(arch, HOST_ARCH) == 0 && !pick) pick = t;
     int n = snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", arch);
@@ -343,7 +331,7 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
   const char* section;
   aot_status_t st;
   if ((st = aot__cpu_check(pick, err))) return st; /* before its code is loaded */
-  if ((st = get_string(pick, "section", "manifest: cpu[" HOST_ARCH "]", 1, &section, err)))
+  if ((st = aot__manifest_string(pick, "section", "manifest: cpu[" HOST_ARCH "]", 1, &section, err)))
     return st;
   const aot__section_t* s = aot__container_find(c, section);
   if (!s) return aot__fail(err, AOT_ERR_FORMAT, "section '%s': missing (manifest cpu)", section);
@@ -364,9 +352,9 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
                               aot_error_t* err) {
   const char *entry, *info;
   aot_status_t st;
-  if ((st = get_string(pick, "entry", "manifest: cpu[" HOST_ARCH "]", 0, &entry, err))) return st;
+  if ((st = aot__manifest_string(pick, "entry", "manifest: cpu[" HOST_ARCH "]", 0, &entry, err))) return st;
   if (!entry) entry = "aot_model_entry";
-  if ((st = get_string(pick, "code_info", "manifest: cpu[" HOST_ARCH "]", 0, &info, err))) return st;
+  if ((st = aot__manifest_string(pick, "code_info", "manifest: cpu[" HOST_ARCH "]", 0, &info, err))) return st;
   if (!info) info = AOT__CODE_INFO_SYMBOL;
   const char* section = s->name;
   uint8_t* image = NULL;
@@ -377,7 +365,7 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
   void* sym;
   if ((st = aot__code_symbol(&m->code, entry, &sym, err))) return st;
   m->entry = (aot__entry_fn)sym;
-  if ((st = load_checks(m, root, pick, err))) return st;
+  if ((st = load_checks(m, pick, err))) return st;
 
   const aot__json_t* ks = aot__json_get(root, "kernels");
   if (!ks || ks->kind != AOT_JSON_ARRAY)
@@ -392,13 +380,13 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
     if (k->kind != AOT_JSON_OBJECT) return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
     const char *name, *symbol;
     int64_t work;
-    if ((st = get_string(k, "name", where, 0, &name, err))) return st;
-    if ((st = get_string(k, "symbol", where, 1, &symbol, err))) return st;
+    if ((st = aot__manifest_string(k, "name", where, 0, &name, err))) return st;
+    if ((st = aot__manifest_string(k, "symbol", where, 1, &symbol, err))) return st;
     /* Bounded so the pool's chunk arithmetic (index x items, up to work plus a
      * chunk) cannot overflow. */
-    if ((st = get_int(k, "work", where, 1, 0, 0, INT64_MAX / 4, &work, err))) return st;
+    if ((st = aot__manifest_int(k, "work", where, 1, 0, 0, INT64_MAX / 4, &work, err))) return st;
     /* optional (-1: none): a hint for how to split the kernel across threads */
-    if ((st = get_int(k, "cost_ns", where, 0, -1, 0, INT64_MAX, &m->kernels[i].cost_ns, err)))
+    if ((st = aot__manifest_int(k, "cost_ns", where, 0, -1, 0, INT64_MAX, &m->kernels[i].cost_ns, err)))
       return st;
     if ((st = aot__code_symbol(&m->code, symbol, &sym, err))) return st;
     m->kernels[i].fn = (aot__kernel_fn)sym;
@@ -419,8 +407,8 @@ static aot_status_t parse_arena(aot_model_t* m, const aot__json_t* root, aot_err
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"arena\" must be an object");
   int64_t bytes, align;
   aot_status_t st;
-  if ((st = get_int(arena, "bytes", "manifest: arena", 1, 0, 0, INT64_MAX, &bytes, err))) return st;
-  if ((st = get_int(arena, "alignment", "manifest: arena", 0, 64, 1, MAX_ALIGN, &align, err)))
+  if ((st = aot__manifest_int(arena, "bytes", "manifest: arena", 1, 0, 0, INT64_MAX, &bytes, err))) return st;
+  if ((st = aot__manifest_int(arena, "alignment", "manifest: arena", 0, 64, 1, MAX_ALIGN, &align, err)))
     return st;
   if (!is_pow2(align))
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: arena: alignment %lld is not a power of two",
@@ -472,7 +460,7 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
   if (st) goto done;
   if ((st = read_manifest(c, b, &text, &doc, &root, err))) goto done;
   int64_t version;
-  if ((st = get_int(root, "format_version", "manifest", 1, 0, INT64_MIN, INT64_MAX, &version, err)))
+  if ((st = aot__manifest_int(root, "format_version", "manifest", 1, 0, INT64_MIN, INT64_MAX, &version, err)))
     goto done;
   if (version != AOT_FORMAT_VERSION) { /* the header's was checked: this one disagrees */
     st = aot__fail(err, AOT_ERR_FORMAT, "manifest: format_version %lld, not the header's %u",
@@ -482,7 +470,7 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
   const aot__json_t* model = aot__json_get(root, "model");
   const char* name = NULL;
   if (model && model->kind == AOT_JSON_OBJECT &&
-      (st = get_string(model, "name", "manifest: model", 0, &name, err)))
+      (st = aot__manifest_string(model, "name", "manifest: model", 0, &name, err)))
     goto done;
   m->name = malloc(name ? strlen(name) + 1 : 1);
   if (!m->name) {
@@ -493,21 +481,42 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
   if ((st = parse_tensors(root, "inputs", 0, &m->inputs, &m->input_count, err))) goto done;
   if ((st = parse_tensors(root, "outputs", 1, &m->outputs, &m->output_count, err))) goto done;
   if ((st = parse_arena(m, root, err))) goto done;
+  if ((st = parse_checks(m, root, err))) goto done;
   const aot__section_t *ws = NULL, *cs = NULL;
   const aot__json_t* pick = NULL;
   if ((st = plan_weights(m, c, root, &ws, err))) goto done;
   if ((st = pick_code(c, root, &pick, &cs, err))) goto done;
-  /* Everything large is counted before any of it is allocated: the code is held twice while
-   * it loads (decoded, and in its memfd or temp file). */
-  char what[64];
-  snprintf(what, sizeof what, "section '%s'", cs->name);
-  if ((st = take(b, m->arena_bytes, "arena (one context's)", err)) ||
-      (st = take(b, m->weights_bytes + 1, "section 'weights'", err)) ||
-      (st = take(b, 2 * cs->raw_size + 1, what, err)))
+  uint32_t kernel_count;
+  if (cs) {
+    /* Everything large is counted before any of it is allocated: the code is held twice
+     * while it loads (decoded, and in its memfd or temp file). */
+    char what[64];
+    snprintf(what, sizeof what, "section '%s'", cs->name);
+    if ((st = take(b, m->arena_bytes, "arena (one context's)", err)) ||
+        (st = take(b, m->weights_bytes + 1, "section 'weights'", err)) ||
+        (st = take(b, 2 * cs->raw_size + 1, what, err)))
+      goto done;
+    if ((st = load_code(m, c, root, pick, cs, err))) goto done;
+    give(b, cs->raw_size + 1);
+    kernel_count = m->kernel_count;
+  } else {
+    /* GPU code only: no CPU code vouches for sizes; the launch plan is checked against the
+     * manifest's own (gpu_plan.c) and the weights section's raw size */
+    const aot__json_t* ks = aot__json_get(root, "kernels");
+    if (!ks || ks->kind != AOT_JSON_ARRAY || ks->count > UINT32_MAX / 2) {
+      st = aot__fail(err, AOT_ERR_FORMAT, "manifest: \"kernels\" must be an array");
+      goto done;
+    }
+    kernel_count = (uint32_t)ks->count;
+    if ((st = take(b, m->weights_bytes + 1, "section 'weights'", err))) goto done;
+  }
+  uint64_t gpu_bytes = 0;
+  if ((st = aot__gpu_plan_parse(m, c, root, kernel_count, b->limit ? b->limit - b->used : UINT64_MAX,
+                                &gpu_bytes, &m->gpu, err)))
     goto done;
-  if ((st = load_code(m, c, root, pick, cs, err))) goto done;
-  give(b, cs->raw_size + 1);
-  /* the code has vouched for the weights' size: only now are they decoded */
+  b->used += gpu_bytes;
+  /* the code (or, without CPU code, the section's size) has vouched for the weights' size:
+   * only now are they decoded */
   if (ws) {
     st = aot__section_decode(c, ws, m->weights_align, &m->weights, err);
   } else {

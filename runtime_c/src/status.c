@@ -21,6 +21,8 @@ const char* aot_status_string(aot_status_t status) {
     case AOT_ERR_DTYPE_MISMATCH: return "dtype mismatch";
     case AOT_ERR_INTERNAL: return "internal error";
     case AOT_ERR_CHECK_FAILED: return "run-time check failed";
+    case AOT_ERR_NO_DEVICE: return "no device";
+    case AOT_ERR_DEVICE: return "device error";
   }
   return "unknown status";
 }

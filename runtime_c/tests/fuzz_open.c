@@ -165,7 +165,7 @@ static void run(const aot_model_t* m, uint32_t threads) {
     t[i] = (aot_tensor_t){info.dtype, info.rank, info.shape, calloc(1, info.byte_size + 1), info.byte_size};
     ok = t[i].data != NULL;
   }
-  aot_context_options_t opt = {sizeof opt, threads};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = threads};
   if (ok && aot_context_create(m, &opt, &ctx, &err) == AOT_OK) {
     (void)aot_run(ctx, t, ni, t + ni, no, &err);
     aot_context_destroy(ctx);

@@ -134,7 +134,7 @@ static void test_basic(const uint8_t* art, size_t size) {
   aot_context_t* c1 = NULL;
   aot_context_t* c4 = NULL;
   CHECK(aot_context_create(m, NULL, &c1, &err) == AOT_OK, "%s", err.message);
-  aot_context_options_t opt = {sizeof opt, 4};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = 4};
   CHECK(aot_context_create(m, &opt, &c4, &err) == AOT_OK, "%s", err.message);
   CHECK(run_once(c1, x, y1, &s1, &err) == AOT_OK, "run1: %s", err.message);
   CHECK(check_result(x, y1, s1), "threads=1 result");
@@ -183,7 +183,7 @@ static void test_basic(const uint8_t* art, size_t size) {
   st = aot_run(c1, &in, 1, out, 2, &err);
   CHECK(st == AOT_ERR_INVALID_ARGUMENT && strstr(err.message, "data is NULL"), "%s", err.message);
   CHECK(aot_run(NULL, &in, 1, out, 2, NULL) == AOT_ERR_INVALID_ARGUMENT, "NULL ctx, NULL err");
-  aot_context_options_t small = {4, 2};
+  aot_context_options_t small = {.struct_size = 4, .num_threads = 2};
   aot_context_t* cx = NULL;
   CHECK(aot_context_create(m, &small, &cx, &err) == AOT_ERR_INVALID_ARGUMENT && !cx, "%s",
         err.message);
@@ -202,7 +202,7 @@ typedef struct {
 
 static void* worker(void* p) {
   worker_arg_t* a = (worker_arg_t*)p;
-  aot_context_options_t opt = {sizeof opt, a->threads};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = a->threads};
   aot_context_t* ctx = NULL;
   aot_error_t err;
   a->ok = aot_context_create(a->model, &opt, &ctx, &err) == AOT_OK;
@@ -370,15 +370,18 @@ static void test_manifest_errors(void) {
        "\"shape\": [4294967296, 4294967296]}], \"outputs\": []}",
        AOT_ERR_FORMAT, "byte size overflows"},
       {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": []}", AOT_ERR_UNSUPPORTED, "no CPU code"},
-      /* GPU code only: refused by name, whatever its cuda entry holds */
-      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": {\"sms\": [{\"sm\": \"sm_80\"}, "
-       "{\"sm\": \"sm_90\"}]}}",
-       AOT_ERR_UNSUPPORTED, "holds GPU code only (cuda: sm_80, sm_90); this runtime runs CPU code"},
-      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": {\"sms\": [{\"sm\": \"\\n\"}, 7, "
+      /* GPU code only: its cuda entry is checked at open (gpu_plan.c) */
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"kernels\": [], \"cpu\": [], \"cuda\": {\"sms\": "
+       "[{\"sm\": \"sm_80\"}, {\"sm\": \"sm_90\"}]}}",
+       AOT_ERR_FORMAT, "manifest: cuda.arena must be an object"},
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"kernels\": [], \"cpu\": [], \"cuda\": {\"arena\": "
+       "{\"bytes\": 0}, \"weights\": \"weights\", \"sms\": [{\"sm\": \"\\n\"}, 7, "
        "{\"sm\": \"sm_9999999999999999\"}]}}",
-       AOT_ERR_UNSUPPORTED, "GPU code only (cuda: ?, ?, ?)"},
-      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": 1}", AOT_ERR_UNSUPPORTED,
-       "GPU code only (cuda: no architectures)"},
+       AOT_ERR_FORMAT, "cuda.sms[0]: \"sm\" must name a GPU architecture"},
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"kernels\": [], \"cpu\": [], \"cuda\": 1}", AOT_ERR_FORMAT,
+       "manifest: \"cuda\" must be an object"},
+      {MIN_MANIFEST MIN_ARENA_WEIGHTS ", \"cpu\": [], \"cuda\": {}}", AOT_ERR_FORMAT,
+       "manifest: \"kernels\" must be an array"},
       {MIN_MANIFEST ", \"arena\": {\"bytes\": 0}, \"weights\": {\"section\": \"weights\", "
        "\"bytes\": 8}, \"cpu\": []}",
        AOT_ERR_FORMAT, "section 'weights': missing"},
@@ -426,7 +429,7 @@ static void test_checks(void) {
   free(art);
   if (!m) return;
   for (uint32_t threads = 1; threads <= 4; threads += 3) {
-    aot_context_options_t opt = {sizeof opt, threads};
+    aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = threads};
     aot_context_t* ctx = NULL;
     CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
     if (!ctx) continue;
@@ -521,7 +524,7 @@ static void check_costed(const char* k0_extra, const char* k1_extra, int want_wo
   fill_input(x, 9);
   aot_context_t* c1 = NULL;
   aot_context_t* c4 = NULL;
-  aot_context_options_t opt = {sizeof opt, 4};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = 4};
   CHECK(aot_context_create(m, NULL, &c1, &err) == AOT_OK, "%s", err.message);
   int before = thread_count();
   CHECK(aot_context_create(m, &opt, &c4, &err) == AOT_OK, "%s", err.message);
@@ -586,7 +589,7 @@ static void test_split_stress(void) {
   if (!m) return;
   aot_error_t err;
   for (uint32_t threads = 1; threads <= 4; threads++) {
-    aot_context_options_t opt = {sizeof opt, threads};
+    aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = threads};
     aot_context_t* ctx = NULL;
     CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
     int wrong = 0;
@@ -670,7 +673,7 @@ static void test_zero_work(void) {
     aot_model_t* m = open_built(art, size);
     if (!m) continue;
     aot_error_t err;
-    aot_context_options_t opt = {sizeof opt, 4};
+    aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = 4};
     aot_context_t* ctx = NULL;
     CHECK(aot_context_create(m, &opt, &ctx, &err) == AOT_OK, "%s", err.message);
     int failed = 0;
@@ -764,7 +767,7 @@ static void test_use_after_destroy(const uint8_t* art, size_t size) {
   }
   float x[N], y[N], s;
   fill_input(x, 4);
-  aot_context_options_t opt = {sizeof opt, 4};
+  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = 4};
   aot_context_t *c1 = NULL, *c2 = NULL;
   CHECK(aot_context_create(m, &opt, &c1, &err) == AOT_OK, "%s", err.message);
   CHECK(aot_context_create(m, NULL, &c2, &err) == AOT_OK, "%s", err.message);

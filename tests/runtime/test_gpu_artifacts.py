@@ -1,6 +1,6 @@
 """The C runtime and artifacts with GPU code: one with CPU code too runs on the CPU exactly as a
-CPU-only one (the cuda sections are ignored); a GPU-only one is refused at open with a message
-that says so, never a crash."""
+CPU-only one (the cuda sections are not decoded); a GPU-only one opens, and a CPU context of it
+is refused with a message that says so, never a crash."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from aot.cli import EXIT_FAILED, main
 from aot.driver import compile_model
-from aot.errors import ArtifactError
+from aot.errors import RunError
 from aot.runtime.session import Session
 from gpu_util import dense_softmax_model, feeds
 
@@ -27,13 +27,13 @@ def test_cpu_and_cuda_artifact_runs_on_the_cpu_and_matches_onnxruntime():
     np.testing.assert_array_equal(got, Session(cpu_only.artifact).run(None, inputs)[0])
 
 
-def test_gpu_only_artifact_is_refused_at_open(tmp_path):
+def test_a_cpu_session_of_a_gpu_only_artifact_is_refused(tmp_path):
     path = tmp_path / "m.aot"
     compile_model(dense_softmax_model(), path, target="cuda")
-    with pytest.raises(ArtifactError, match=r"m\.aot: the artifact holds GPU code only \(cuda: sm_80, sm_90\); "
-                                            r"this runtime runs CPU code, and GPU execution is not built yet"):
+    with pytest.raises(RunError, match=r"the artifact holds GPU code only \(cuda: sm_80, sm_90\): create the "
+                                       r"context with device AOT_DEVICE_CUDA"):
         Session(path)
-    with pytest.raises(ArtifactError, match=r"<memory>: the artifact holds GPU code only \(cuda: sm_90\)"):
+    with pytest.raises(RunError, match=r"the artifact holds GPU code only \(cuda: sm_90\)"):
         Session(compile_model(dense_softmax_model(), target="cuda", sm="sm_90").artifact)
 
 
