@@ -1,8 +1,10 @@
 /* run_model - open an artifact, read each input from a raw file, run, write
  * each output to a raw file.
  *
- *   run_model MODEL.aot [-t THREADS] [-i input.bin]... [-o output.bin]...
+ *   run_model MODEL.aot [-t THREADS] [-d cpu|cuda|cuda:N] [-i input.bin]... [-o output.bin]...
  *
+ * -d cuda runs the artifact's GPU code on CUDA device 0 (cuda:N on device N); the runtime
+ * copies the inputs to the device and the outputs back.
  * Inputs and outputs are given in manifest order; raw files hold the dense
  * row-major bytes of the tensor. Without -i/-o the program prints the
  * model's signature. */
@@ -21,17 +23,24 @@ static void print_info(const char* kind, const aot_tensor_info_t* t) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.aot [-t THREADS] [-i in.bin]... [-o out.bin]...\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.aot [-t THREADS] [-d cpu|cuda|cuda:N] [-i in.bin]... [-o out.bin]...\n",
+            argv[0]);
     return 2;
   }
   const char* in_paths[64];
   const char* out_paths[64];
-  uint32_t n_in = 0, n_out = 0, threads = 1;
+  uint32_t n_in = 0, n_out = 0, threads = 1, device = AOT_DEVICE_CPU;
+  int32_t ordinal = 0;
   for (int a = 2; a + 1 < argc; a += 2) {
     if (strcmp(argv[a], "-i") == 0 && n_in < 64) in_paths[n_in++] = argv[a + 1];
     else if (strcmp(argv[a], "-o") == 0 && n_out < 64) out_paths[n_out++] = argv[a + 1];
     else if (strcmp(argv[a], "-t") == 0) threads = (uint32_t)strtoul(argv[a + 1], NULL, 10);
-    else {
+    else if (strcmp(argv[a], "-d") == 0 && strcmp(argv[a + 1], "cpu") == 0) device = AOT_DEVICE_CPU;
+    else if (strcmp(argv[a], "-d") == 0 && strncmp(argv[a + 1], "cuda", 4) == 0 &&
+             (argv[a + 1][4] == '\0' || argv[a + 1][4] == ':')) {
+      device = AOT_DEVICE_CUDA;
+      ordinal = argv[a + 1][4] ? (int32_t)strtol(argv[a + 1] + 5, NULL, 10) : 0;
+    } else {
       fprintf(stderr, "unknown argument %s\n", argv[a]);
       return 2;
     }
@@ -80,7 +89,8 @@ int main(int argc, char** argv) {
     outs[i] = (aot_tensor_t){info.dtype, info.rank, info.shape, malloc(info.byte_size + 1),
                              info.byte_size};
   }
-  aot_context_options_t opt = {.struct_size = sizeof opt, .num_threads = threads};
+  aot_context_options_t opt = {
+      .struct_size = sizeof opt, .num_threads = threads, .device = device, .device_ordinal = ordinal};
   if (aot_context_create(model, &opt, &ctx, &err) != AOT_OK ||
       aot_run(ctx, ins, ni, outs, no, &err) != AOT_OK) {
     fprintf(stderr, "error: %s\n", err.message);
