@@ -12,6 +12,8 @@ import ctypes
 ABI_VERSION = 2
 # the first with aot_model_options_t (Session's max_memory_bytes)
 OPTIONS_ABI_VERSION = 3
+# the first with GPU execution (Session's device="cuda", aot_run_device, aot_device_*)
+DEVICE_ABI_VERSION = 4
 
 # aot_status_t
 AOT_OK = 0
@@ -25,6 +27,8 @@ AOT_ERR_SHAPE_MISMATCH = 7
 AOT_ERR_DTYPE_MISMATCH = 8
 AOT_ERR_INTERNAL = 9
 AOT_ERR_CHECK_FAILED = 10  # a run-time check of the model failed
+AOT_ERR_NO_DEVICE = 11  # ABI 4: no CUDA driver, no such device, or no GPU code for it
+AOT_ERR_DEVICE = 12  # ABI 4: the CUDA driver failed a call
 
 # Statuses of aot_model_open_* that mean "this artifact is bad" (ArtifactError);
 # the rest (no memory, dlopen failure, ...) are RunError.
@@ -38,8 +42,27 @@ class CError(ctypes.Structure):  # aot_error_t
         return self.message.decode("utf-8", "replace")
 
 
+# aot_device_kind_t and the aot_context_options_t.flags bits (ABI 4). Not spelled AOT_...:
+# every AOT_ name here is a status code (tests/project/test_shared_tables.py).
+DEVICE_CPU = 0
+DEVICE_CUDA = 1
+CONTEXT_NO_CUDA_GRAPH = 1
+
+
 class CContextOptions(ctypes.Structure):  # aot_context_options_t
-    _fields_ = [("struct_size", ctypes.c_uint32), ("num_threads", ctypes.c_uint32)]
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("num_threads", ctypes.c_uint32),
+        # ABI 4: a runtime reads them only when struct_size covers them
+        ("device", ctypes.c_uint32),
+        ("device_ordinal", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+# struct_size for a runtime older than DEVICE_ABI_VERSION (struct_size and num_threads only)
+CONTEXT_OPTIONS_V1_SIZE = CContextOptions.device.offset
 
 
 class CModelOptions(ctypes.Structure):  # aot_model_options_t (ABI 3)
@@ -90,11 +113,20 @@ _SIGNATURES = {
     "aot_run": (ctypes.c_int, [_P, ctypes.POINTER(CTensor), ctypes.c_uint32, ctypes.POINTER(CTensor),
                                ctypes.c_uint32, _ERRP]),
 }
-# appended in ABI 3: declared where the library has them
+_TENSORS = ctypes.POINTER(CTensor)
+# appended in ABI 3 and 4: declared where the library has them
 _OPTIONAL_SIGNATURES = {
     "aot_model_open_file_with_options": (ctypes.c_int, [ctypes.c_char_p, _OPTIONS, ctypes.POINTER(_P), _ERRP]),
     "aot_model_open_memory_with_options": (
         ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, _OPTIONS, ctypes.POINTER(_P), _ERRP]),
+    # ABI 4
+    "aot_context_device": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int32)]),
+    "aot_context_cuda_stream": (ctypes.c_void_p, [_P]),
+    "aot_run_device": (ctypes.c_int, [_P, _TENSORS, ctypes.c_uint32, _TENSORS, ctypes.c_uint32, _P, _ERRP]),
+    "aot_device_alloc": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), _ERRP]),
+    "aot_device_free": (ctypes.c_int, [_P, ctypes.c_uint64, _ERRP]),
+    "aot_device_upload": (ctypes.c_int, [_P, ctypes.c_uint64, _P, ctypes.c_uint64, _ERRP]),
+    "aot_device_download": (ctypes.c_int, [_P, _P, ctypes.c_uint64, ctypes.c_uint64, _ERRP]),
 }
 
 
