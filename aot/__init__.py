@@ -11,7 +11,7 @@ from aot.version import __version__
 
 __all__ = [
     "AotError", "ArgumentError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",
-    "UnsupportedError", "Session", "compile", "__version__",
+    "UnsupportedError", "Session", "DeviceArray", "compile", "__version__",
 ]
 
 
@@ -25,4 +25,8 @@ def __getattr__(name: str):
         from aot.runtime.session import Session
 
         return Session
+    if name == "DeviceArray":
+        from aot.runtime.device_array import DeviceArray
+
+        return DeviceArray
     raise AttributeError(f"module 'aot' has no attribute {name!r}")
