@@ -125,10 +125,13 @@ def build_host_object(plan: ExecutionPlan, matmul_precision: str = "fp32") -> by
 
 
 def link_shared_library(obj: bytes) -> bytes:
-    """`obj` linked into a shared object by the host's C compiler ($CC, else cc)."""
+    """`obj` linked into a shared object by the host's C compiler ($CC, else cc), with libm and libc
+    for the libcalls LLVM may emit (memcpy, fmodf)."""
     with tempfile.TemporaryDirectory(prefix="aot-host-library-") as tmp:
         Path(tmp, "kernels.o").write_bytes(obj)
-        command = [os.environ.get("CC") or "cc", "-shared", "-Wl,-z,noexecstack", "-o", "kernels.so", "kernels.o"]
+        # -z defs: a symbol nothing defines (a libcall LLVM chose) fails here, not at dlopen
+        command = [os.environ.get("CC") or "cc", "-shared", "-Wl,-z,noexecstack", "-Wl,-z,defs", "-o", "kernels.so",
+                   "kernels.o", "-lm"]
         try:
             result = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
         except OSError as err:

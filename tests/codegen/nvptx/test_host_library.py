@@ -7,6 +7,7 @@ grid is not the kernel's, an argument outside every allocation (a sticky fault).
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 
 import numpy as np
@@ -283,3 +284,21 @@ def test_link_failure_names_the_command(monkeypatch) -> None:
     monkeypatch.setenv("CC", "cc")
     with pytest.raises(CodegenError, match=r"linking the host-code library failed \(cc -shared"):
         link_shared_library(b"not an object file")
+
+
+def test_fake_cuda_env_sets_and_restores_the_settings(host_dir, monkeypatch) -> None:
+    monkeypatch.setenv("AOT_FAKE_CUDA_SM", "80")  # a setting not given is unset inside
+    monkeypatch.delenv("AOT_FAKE_CUDA_FAIL", raising=False)
+    cuda = Cuda()
+    count = ctypes.c_int()
+    with fake_cuda_env(None, host_dir, devices=3, fail="cuDeviceGetCount:2=CUDA_ERROR_UNKNOWN") as driver:
+        assert os.environ["AOT_CUDA_DRIVER"] == str(driver) and driver.name == "libcuda.so.1"
+        assert os.environ["AOT_FAKE_CUDA_HOST_DIR"] == str(host_dir) and "AOT_FAKE_CUDA_SM" not in os.environ
+        cuda.check(cuda.cuInit(0), "cuInit")
+        cuda.check(cuda.cuDeviceGetCount(ctypes.byref(count)), "count")
+        assert count.value == 3
+        assert cuda.cuDeviceGetCount(ctypes.byref(count)) == 999  # the second call since the settings
+    assert os.environ["AOT_FAKE_CUDA_SM"] == "80" and "AOT_FAKE_CUDA_DEVICES" not in os.environ
+    assert "AOT_FAKE_CUDA_FAIL" not in os.environ
+    with pytest.raises(TypeError, match="unknown stand-in settings"):
+        fake_cuda_env(None, host_dir, device=2)
