@@ -39,7 +39,7 @@
  *
  * Thread-safe: one mutex around all state; kernels run under it. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* RTLD_* in dlfcn.h, strdup */
+#define _GNU_SOURCE /* RTLD_* in dlfcn.h, strdup, mincore */
 #endif
 #include <ctype.h>
 #include <dlfcn.h>
@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cuda_api.h"
@@ -82,7 +83,7 @@
 #define BUFFER_ALIGN 16         /* every kernel buffer address (kernel.py BUFFER_ALIGNMENT) */
 #define CHECKS_SYMBOL "aot_model_checks"  /* whose buffers are at their bases, any alignment */
 #define DEFAULT_MEMORY (80ull << 30)
-#define MAX_IMAGE (1ull << 32)  /* a larger ELF size is a damaged header */
+#define MAX_IMAGE (1ull << 30)  /* a larger ELF size is a damaged header */
 #define EM_CUDA 190
 #define STO_CUDA_ENTRY 0x10
 
@@ -583,15 +584,28 @@ static uint16_t u16(const unsigned char* p) { return (uint16_t)(p[0] | p[1] << 8
 static uint32_t u32(const unsigned char* p) { return (uint32_t)u16(p) | (uint32_t)u16(p + 2) << 16; }
 static uint64_t u64(const unsigned char* p) { return (uint64_t)u32(p) | (uint64_t)u32(p + 4) << 32; }
 
+/* whether [p, p + n) is mapped memory: the driver gets a cubin without its size and reads
+ * the ELF headers where they say, and a damaged header must be an error, not a crash */
+static bool readable(const void* p, uint64_t n) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)p & ~(page - 1);
+  uintptr_t end = (uintptr_t)p + (uintptr_t)n;
+  if (end < (uintptr_t)p) return false;
+  unsigned char* pages = malloc((end - start) / page + 2);
+  bool mapped = pages && mincore((void*)start, end - start, pages) == 0;
+  free(pages);
+  return mapped;
+}
+
 /* The size of an ELF64 cubin, which the driver gets without one: the furthest of its
  * header tables and the sections and segments they describe (ptxas 13 writes the program
  * headers after the section headers). 0: not a CUDA ELF64 or a damaged header. */
 static uint64_t elf_size(const unsigned char* e) {
-  if (e[4] != 2 || e[5] != 1 || u16(e + 18) != EM_CUDA) return 0;
+  if (!readable(e, 64) || e[4] != 2 || e[5] != 1 || u16(e + 18) != EM_CUDA) return 0;
   uint64_t phoff = u64(e + 32), shoff = u64(e + 40);
   uint64_t phentsize = u16(e + 54), phnum = u16(e + 56), shentsize = u16(e + 58), shnum = u16(e + 60);
   if (phoff > MAX_IMAGE || shoff > MAX_IMAGE || (phnum && phentsize < 56) || (shnum && shentsize < 64))
     return 0;
+  if (!readable(e + shoff, shnum * shentsize) || !readable(e + phoff, phnum * phentsize)) return 0;
   uint64_t size = 64;
   if (shoff + shnum * shentsize > size) size = shoff + shnum * shentsize;
   if (phoff + phnum * phentsize > size) size = phoff + phnum * phentsize;
@@ -608,7 +622,7 @@ static uint64_t elf_size(const unsigned char* e) {
     if (offset > MAX_IMAGE || bytes > MAX_IMAGE) return 0;
     if (offset + bytes > size) size = offset + bytes;
   }
-  return size;
+  return readable(e, size) ? size : 0;
 }
 
 /* the SM a cubin is for: EF_CUDA_SM, in bits 8..15 from ELF ABI version 7 (CUDA 12) on */

@@ -75,6 +75,7 @@ __attribute__((visibility("default"))) const uint32_t aot_fake_kernel_count =
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -423,6 +424,17 @@ static void test_modules(void) {
   unsetenv("AOT_FAKE_CUDA_SM");
   cubin[18] = 62; /* EM_X86_64 */
   CHECK(load(&module, cubin, log, sizeof log) == AOT__CUDA_ERROR_INVALID_IMAGE, "not a CUDA ELF");
+  /* a cubin whose section headers lie past mapped memory: refused, not read */
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char* pages = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(pages != MAP_FAILED && munmap(pages + page, (size_t)page) == 0, "a page and a hole");
+  if (pages != MAP_FAILED) {
+    write_cubin(cubin, 90, 8);
+    unsigned char* last = pages + page - 256;
+    memcpy(last, cubin, 200); /* the header, strings and symbols; the section headers would be in the hole */
+    CHECK(load(&module, last, log, sizeof log) == AOT__CUDA_ERROR_INVALID_IMAGE, "headers in a hole: %s", log);
+    munmap(pages, (size_t)page);
+  }
   CHECK(stat_of("live_modules") == 0, "modules %llu", (unsigned long long)stat_of("live_modules"));
   pop_release(0);
 }
