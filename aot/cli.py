@@ -8,6 +8,7 @@ EXIT_USAGE when the command line is wrong; no traceback either way.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 import time
@@ -216,6 +217,13 @@ def _make_dir(path: Path, option: str) -> None:
         _fail(ArgumentError(f"{option}: cannot create the directory '{path}': {err.strerror or err}"))
 
 
+def _check_device(value: str) -> str:
+    """--device: cpu, cuda or cuda:N; anything else is a usage error before any work."""
+    if value == "cpu" or re.fullmatch(r"cuda(:\d{1,9})?", value):
+        return value
+    raise click.BadParameter(f"{value!r} is not a device: use cpu, cuda or cuda:N (N the GPU's number)")
+
+
 @main.command()
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE.npy (repeatable); missing inputs are seeded random")
@@ -223,7 +231,10 @@ def _make_dir(path: Path, option: str) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="worker threads")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for random inputs")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="runs to time; prints the median")
-def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int, repeat: int) -> None:
+@click.option("--device", default="cpu", show_default=True, callback=lambda ctx, param, value: _check_device(value),
+              help="cpu, or cuda / cuda:N to run the artifact's GPU code on that GPU (inputs copied in, outputs out)")
+def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, threads: int, seed: int, repeat: int,
+        device: str) -> None:
     """Run ARTIFACT through the C runtime and print its outputs."""
     import numpy as np
 
@@ -233,7 +244,7 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
     if output_dir is not None:
         _make_dir(output_dir, "--output-dir")
     try:
-        session = Session(artifact, threads=threads)
+        session = Session(artifact, threads=threads, device=device)
         feeds = _load_arrays(inputs, "--input", [info.name for info in session.get_inputs()])
         rng = np.random.default_rng(seed)
         for info in session.get_inputs():
@@ -256,8 +267,9 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
     if repeat == 1:
         click.echo(f"artifact {size} bytes; ran in {timings[0]:.3f} ms")
     else:
+        where = f"{threads} thread(s)" if device == "cpu" else f"{session.device}, copies in and out included"
         click.echo(f"artifact {size} bytes; latency median {statistics.median(timings):.3f} ms, "
-                   f"min {min(timings):.3f} ms over {repeat} runs ({threads} thread(s))")
+                   f"min {min(timings):.3f} ms over {repeat} runs ({where})")
 
 
 @main.command()
