@@ -7,16 +7,22 @@
 
 For each model: the plan (the CPU path's pipeline: same kernels, layouts and arena), its
 NVPTX kernels for each SM (sm_80 and sm_90 unless --sm), each assembled by ptxas -v
-(registers, spills, shared memory), and, unless --no-emulate, the kernels run on the
-host in plan order (aot/codegen/nvptx/emulate.py: blocks and threads as loops, split
-at barriers) on the case's inputs, compared with its expected outputs (onnx's stored
-outputs, JAX's for StableHLO, onnxruntime's for the benchmark models) with the case's
-tolerances. Prints a table per model and a summary; exit status 1 if any model fails.
+(registers, spills, shared memory), packaged as a GPU-only artifact, and, unless
+--no-emulate, that artifact run by the C runtime's CUDA path on the case's inputs (a
+Session with device="cuda") through the test stand-in for the CUDA driver
+(runtime_c/tests/fake_cuda.c), which runs each launch as the kernel's host build
+(aot/codegen/nvptx/emulate.py: blocks and threads as loops, split at barriers); the
+outputs are compared with the case's expected outputs (onnx's stored outputs, JAX's for
+StableHLO, onnxruntime's for the benchmark models) with the case's tolerances. So the
+runtime's launch sequence, argument marshalling, arena offsets, copies and checks are
+tested on every model. `--emulate-in-process` runs the kernels in this process instead
+(no C runtime). Prints a table per model and a summary; exit status 1 if any model fails.
 The benchmark models need torch (models/make_benchmarks.py); without it they are skipped.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -152,11 +158,45 @@ def _node_cases(sample: int, seed: int) -> list[GpuCase]:
     return picked
 
 
-def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
-    from aot.codegen.nvptx import NvptxTarget, assemble, emit_gpus, ptxas_path
+# how run_case runs a model's GPU kernels
+RUNS = ("runtime", "in-process", "none")
+
+
+def _run_on_runtime(plan: Any, builds: list[Any], inputs: list[np.ndarray], host_dir: Path) -> list[np.ndarray]:
+    """`plan`'s GPU-only artifact run by the C runtime's CUDA path, on the stand-in driver."""
+    from aot.artifact import pack_artifact
+    from aot.codegen.nvptx.host_library import artifact_host_libraries
+    from aot.driver import CompileResult, build_manifest, build_tooling
+    from aot.gpu_package import gpu_manifest, gpu_sections, gpu_tooling
+    from aot.runtime.session import Session
+
+    manifest = build_manifest(plan, None, "gpu_suite", gpu_manifest(plan, builds, "weights"))
+    tooling = build_tooling(plan, None, "", gpu_tooling(plan, builds))
+    artifact = pack_artifact(manifest, [("weights", plan.weights), *gpu_sections(builds)], tooling=tooling)
+    artifact_host_libraries(CompileResult(None, artifact, manifest, tooling, plan), host_dir)
+    with Session(artifact, device="cuda") as session:
+        names = [info.name for info in session.get_inputs()]
+        return session.run(None, dict(zip(names, inputs)))
+
+
+def stand_in_driver(host_dir: Path) -> None:
+    """Point the C runtime at the test stand-in for the CUDA driver (built once, cached), whose
+    kernels are the host libraries in `host_dir`."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fake_cuda_util import fake_cuda_driver
+
+    os.environ["AOT_CUDA_DRIVER"] = str(fake_cuda_driver())
+    os.environ["AOT_FAKE_CUDA_HOST_DIR"] = str(host_dir)
+
+
+def run_case(case: GpuCase, sms: list[str], run: str, host_dir: Path | None = None) -> Row:
+    """`run`: "runtime" (the C runtime on the stand-in driver, whose environment stand_in_driver
+    set with `host_dir`), "in-process" (emulate.py) or "none" (ptxas only)."""
     from aot.codegen.nvptx.emulate import emulate as run_emulated
+    from aot.codegen.nvptx.ptxas import ptxas_path
     from aot.driver import import_model
     from aot.errors import AotError
+    from aot.gpu_package import build_gpu
     from aot.interpreter import interpret
     from aot.pipeline import run_pipeline
 
@@ -181,29 +221,35 @@ def run_case(case: GpuCase, sms: list[str], emulate: bool) -> Row:
             if expected is None:  # the oracle: the reference interpreter on the imported graph
                 expected = interpret(import_model(case.model, case.shapes, bind)[0], dict(zip(graph.input_names, inputs)))
             plan = run_pipeline(graph)
-            codes = dict(zip(sms, emit_gpus(plan, [NvptxTarget(sm) for sm in sms])))
+            try:
+                builds = build_gpu(plan, sms)
+            except AotError as err:
+                if ptxas_path() is not None and "ptxas" in str(err):
+                    row.status, row.reason = "ptxas", str(err).splitlines()[0]
+                    return row
+                raise
         except AotError as err:
             row.status, row.reason = "rejected", f"{type(err).__name__}: {str(err).splitlines()[0]}"
             return row
-        first = codes[sms[0]]
+        first = builds[0].code
         row.kernels = len(first.kernels)
         row.bodies = Counter(k.body for k in first.kernels)
         row.shared = max((k.static_shared_bytes for k in first.kernels), default=0)
         if ptxas_path() is not None:
-            for sm, code in codes.items():
-                try:
-                    info = assemble(code.ptx, sm)
-                except AotError as err:
-                    row.status, row.reason = "ptxas", str(err).splitlines()[0]
-                    return row
+            for build in builds:
+                sm, code, info = build.sm, build.code, build.assembly.kernels
                 row.registers[sm] = max((i.registers for i in info.values()), default=0)
                 row.spilling[sm] = sum(1 for i in info.values() if i.spill_store_bytes)
                 for k in code.kernels:
                     i = info[k.symbol]
                     row.per_kernel.append(f"| {case.name} | {sm} | {k.symbol} | {k.name} | {k.body} | {k.grid} | "
                                           f"{k.block} | {i.registers} | {i.spill_store_bytes} | {k.static_shared_bytes} |")
-        if emulate:
-            outputs = run_emulated(plan, inputs)
+        if run != "none":
+            if run == "runtime":
+                assert host_dir is not None, "stand_in_driver(host_dir) first"
+                outputs = _run_on_runtime(plan, builds, inputs, host_dir)
+            else:
+                outputs = run_emulated(plan, inputs)
             why = onnx_suite.compare_outputs(outputs, expected, case.rtol, case.atol)
             for out, ref in zip(outputs, expected):
                 if out.shape == ref.shape and out.dtype.kind == "f" and out.size:
@@ -227,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-sample", type=int, default=60, help="node cases drawn at random")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-emulate", action="store_true", help="ptxas only")
+    parser.add_argument("--emulate-in-process", action="store_true",
+                        help="run the kernels' host build in this process, not through the C runtime")
     parser.add_argument("--filter", action="append", default=[], help="only cases whose name contains this")
     parser.add_argument("--zoo", type=Path, help="also the zoo models exported in this folder (bench_zoo.py)")
     parser.add_argument("--kernels", type=Path, help="write every kernel's ptxas line (markdown) here")
@@ -237,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     sms = args.sm.split(",")
     if ptxas_path() is None:
         print("ptxas is not installed: no assembly, emulation only", file=sys.stderr)
+    run = "none" if args.no_emulate else "in-process" if args.emulate_in_process else "runtime"
     with tempfile.TemporaryDirectory() as tmp:
+        host_dir = Path(tmp) / "host_code"
+        host_dir.mkdir()
+        if run == "runtime":
+            stand_in_driver(host_dir)
         cases: list[GpuCase] = []
         for suite in suites:
             cases += {"benchmark": lambda: _benchmark_cases(Path(tmp)), "light": _light_cases,
@@ -251,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for case in cases:
-            row = run_case(case, sms, not args.no_emulate)
+            row = run_case(case, sms, run, host_dir)
             rows.append(row)
             bodies = ", ".join(f"{name} {n}" for name, n in sorted(row.bodies.items()))
             regs = "/".join(str(row.registers.get(sm, "-")) for sm in sms)
