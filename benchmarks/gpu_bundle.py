@@ -1,79 +1,261 @@
-"""Write device-run bundles (benchmarks/gpu_launch.py reads them) for models compiled here.
+"""Write the bundle that benchmarks/gpu_check.sh runs on a machine with a GPU.
 
-    python benchmarks/gpu_bundle.py OUT_DIR                    # the default set (fits a device run's upload)
-    python benchmarks/gpu_bundle.py OUT_DIR --model mlp --model transformer
+    python benchmarks/gpu_bundle.py gpu_bundles                    # every suite model, batch 1 and 32, the GEMMs
+    python benchmarks/gpu_bundle.py OUT --model mlp --batch 1 --gemm-size 64 --host-code   # what the tests use
 
-Each model is compiled with --target cpu,cuda (both SMs); its artifact's CPU code
-runs here (the C runtime) on the model's input, and OUT_DIR/<model>/ gets the
-manifest, the weights, the PTX and cubin sections, the inputs and the CPU outputs:
-all a machine with a GPU needs to run the launch plan and compare, with numpy and
-CuPy only (no aot, LLVM or zstd there). The default set: the benchmark models but
-resnet18 (its 45 MB of weights), and the StableHLO test cases. Benchmark models
-need torch (models/make_benchmarks.py).
+For each benchmark model (benchmarks/gpu_suite.py's: mlp, mlp_b64, lenet, mobilenetv2,
+bert_mini, gpt_block, and resnet18 while the bundle stays under --budget-mib) and batch
+(1 and 32; mlp_b64 is mlp at its own batch, 64): the artifact compiled here with
+--target cpu,cuda (CPU code for x86-64-v3, PTX and cubin for sm_80 and sm_90), and what
+its CPU code returns here (the C runtime) on the case's input, which the GPU run must
+match; the input itself is made again there (case_input), not carried. Per model, the ONNX file (lzma-compressed: the device has no
+zstandard module), exported with a dynamic batch dim, from which the device side builds
+the JAX peer through aot's importer. Then two artifacts of one 4096^3 GEMM, MatMul(A, B)
+with both operands as inputs (no weights to carry), fp32 and tf32; and lib/: the C runtime
+built here (`make -C runtime_c`) with the libzstd.so.1 it links, used there when the
+runtime cannot be built. bundle.json lists it all.
+
+Weights: the models are those of models/make_benchmarks.py (same seed), but every weight
+of 4096 or more elements is rounded to one of 16 levels (steps of half its standard
+deviation, clamped to [-8, 7] steps): the artifacts and ONNX files then compress about
+6x, which keeps the bundle small enough to carry, and neither the timings nor the
+GPU-vs-CPU comparison depend on the values. The torch peers there build the same
+modules with their own initial weights (timing only).
+
+--host-code also writes OUT/host/: per artifact, the host build of its GPU kernels, which
+the stand-in CUDA driver (tests/fake_cuda_util.py, AOT_FAKE_CUDA_HOST_DIR=OUT/host) runs in
+place of a GPU: the tests run the device-side program here that way.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import lzma
+import shutil
+import subprocess
 import sys
 import tempfile
+import warnings
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-BENCHMARK_MODELS = ("mlp", "mlp_b64", "lenet", "mobilenetv2", "bert_mini", "gpt_block")
+SUITE = ("mlp", "mlp_b64", "lenet", "mobilenetv2", "bert_mini", "gpt_block", "resnet18")
+OPTIONAL = ("resnet18",)  # left out, and said so, when the bundle would pass the budget
+OWN_BATCH = {"mlp_b64": ("mlp", 64)}  # a suite model that is another at a fixed batch
+CPU = "x86-64-v3"  # any H200 host runs it; the CPU code runs only here anyway
+LEVELS = 8  # weights rounded to integer multiples of std/2 in [-LEVELS, LEVELS - 1]
+ROUNDED_AT = 4096  # elements: smaller tensors (biases, norms) keep their values
 
 
-def write_bundle(artifact: bytes, inputs: dict[str, np.ndarray], folder: Path) -> None:
-    """`artifact` (compiled with cuda in its targets) and its CPU outputs on `inputs`, as a bundle."""
-    from aot.artifact import read_artifact
+@dataclass(frozen=True)
+class Case:
+    model: str  # the suite's name
+    architecture: str  # make_benchmarks' name of the module (mlp_b64 -> mlp)
+    batch: int
+
+    @property
+    def folder(self) -> str:
+        return self.model if self.model in OWN_BATCH else f"{self.model}_b{self.batch}"
+
+
+def cases(models: list[str], batches: list[int]) -> list[Case]:
+    result = []
+    for model in models:
+        if model in OWN_BATCH:
+            architecture, batch = OWN_BATCH[model]
+            result.append(Case(model, architecture, batch))
+        else:
+            result += [Case(model, model, b) for b in batches]
+    return result
+
+
+def case_input(shape: Sequence[int]) -> np.ndarray:
+    """A case's input, made the same way on both sides instead of carried (mobilenetv2's
+    batch of 32 is 19 MB): numpy's legacy generator, whose stream numpy keeps fixed; the
+    bundle records its CRC-32, which the device side checks."""
+    return np.random.RandomState(0).standard_normal(tuple(shape)).astype(np.float32)
+
+
+def round_weights(module: Any) -> None:
+    """Every parameter of ROUNDED_AT or more elements to 16 levels (see the module docstring)."""
+    import torch
+
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.numel() >= ROUNDED_AT:
+                step = float(p.std()) / 2 or 1.0
+                p.copy_(torch.clamp(torch.round(p / step), -LEVELS, LEVELS - 1) * step)
+
+
+def export_onnx(architecture: str, path: Path) -> tuple[int, ...]:
+    """The make_benchmarks module (seeded, its BatchNorms given statistics), weights
+    rounded, exported with a dynamic batch dim; returns the module's input shape."""
+    import make_benchmarks
+    import torch
+
+    torch.manual_seed(make_benchmarks.SEED)
+    module, shape = make_benchmarks.build_models()[architecture]()
+    make_benchmarks._randomize_batch_norm(module)
+    module.eval()
+    round_weights(module)
+    x = torch.zeros(shape)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
+        torch.onnx.export(module, (x,), str(path), input_names=["x"], output_names=["y"],
+                          opset_version=make_benchmarks.OPSET, dynamo=False,
+                          training=torch.onnx.TrainingMode.PRESERVE,
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return tuple(shape)
+
+
+def gemm_model(n: int):
+    """y = a @ b with both n x n operands as inputs."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm",
+                              [helper.make_tensor_value_info("a", f, (n, n)), helper.make_tensor_value_info("b", f, (n, n))],
+                              [helper.make_tensor_value_info("y", f, (n, n))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def write_host_code(result: Any, out: Path) -> None:
+    """The host build of the artifact's GPU kernels (aot/codegen/nvptx/host_library.py) in
+    OUT/host, where the stand-in driver finds it by its module's key (AOT_FAKE_CUDA_HOST_DIR)."""
+    from aot.codegen.nvptx.host_library import artifact_host_libraries
+
+    artifact_host_libraries(result, out / "host")
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def write_case(case: Case, onnx_path: Path, shape: tuple[int, ...], out: Path, host_code: bool) -> dict[str, Any]:
+    from aot.driver import compile_model
     from aot.runtime.session import Session
 
-    parsed = read_artifact(artifact)
-    manifest = parsed.manifest
-    if "cuda" not in manifest:
-        raise SystemExit("the artifact has no GPU code: compile with target 'cpu,cuda'")
-    session = Session(artifact)
-    outputs = session.run(None, inputs)
+    full = (case.batch,) + shape[1:]
+    result = compile_model(onnx_path, target="cpu,cuda", cpu=CPU, shapes={"x": full})
+    folder = out / case.folder
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    (folder / "weights.bin").write_bytes(parsed.sections.get(manifest["weights"]["section"], b""))
-    for entry in manifest["cuda"]["sms"]:
-        for key in ("ptx", "cubin"):
-            if entry.get(key):
-                (folder / entry[key]).write_bytes(parsed.sections[entry[key]])
-    np.savez(folder / "inputs.npz", **inputs)
-    np.savez(folder / "cpu_outputs.npz", **{spec["name"]: out for spec, out in zip(manifest["outputs"], outputs)})
+    (folder / "model.aot").write_bytes(result.artifact)
+    x = case_input(full)
+    with Session(result.artifact) as session:
+        outputs = session.run(None, {"x": x})
+        names = [o.name for o in session.get_outputs()]
+    np.savez(folder / "cpu_outputs.npz", **dict(zip(names, outputs)))
+    entry = {"model": case.model, "architecture": case.architecture, "batch": case.batch, "folder": case.folder,
+             "shape": list(full), "input_crc32": zlib.crc32(x.tobytes()), "onnx": f"onnx/{case.architecture}.onnx.xz",
+             "kernels": len(result.manifest["cuda"]["sms"][0]["kernels"]), "outputs": names}
+    if host_code:
+        write_host_code(result, out)
+    return entry
+
+
+def write_gemm(n: int, precision: str, out: Path, host_code: bool) -> dict[str, Any]:
+    from aot.driver import compile_model
+
+    result = compile_model(gemm_model(n), target="cuda", gpu_matmul_precision=precision)
+    folder = out / f"gemm_{precision}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.aot").write_bytes(result.artifact)
+    entry = {"n": n, "precision": precision, "folder": folder.name}
+    if host_code:
+        write_host_code(result, out)
+    return entry
+
+
+def _linked_zstd(library: Path) -> Path | None:
+    """The libzstd.so.1 that `library` loads here (ldd), to carry beside it."""
+    try:
+        listing = subprocess.run(["ldd", str(library)], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in listing.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("libzstd.so") and "=>" in parts and len(parts) > 2:
+            return Path(parts[2])
+    return None
+
+
+def write_runtime(out: Path) -> dict[str, Any]:
+    """lib/libaot_runtime.so built here and the libzstd.so.1 it links: the fallback there."""
+    build = Path(tempfile.mkdtemp(prefix="aot-runtime-"))
+    try:
+        subprocess.run(["make", "-s", "-C", str(ROOT / "runtime_c"), f"BUILD_DIR={build}", "all"], check=True,
+                       stdout=subprocess.DEVNULL)
+        lib = out / "lib"
+        lib.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build / "libaot_runtime.so", lib / "libaot_runtime.so")
+        zstd = _linked_zstd(build / "libaot_runtime.so")
+        if zstd is not None:
+            shutil.copy2(zstd.resolve(), lib / "libzstd.so.1")
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return {"library": "lib/libaot_runtime.so", "zstd": "lib/libzstd.so.1" if zstd is not None else None}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--model", action="append", help="a benchmark model or StableHLO case name")
+    parser.add_argument("--model", action="append", choices=SUITE, help="suite models (default: all)")
+    parser.add_argument("--batch", action="append", type=int, help="batch sizes (default: 1 and 32)")
+    parser.add_argument("--gemm-size", type=int, default=4096, help="n of the n^3 GEMM; 0: no GEMM")
+    parser.add_argument("--budget-mib", type=float, default=60.0, help="leave out resnet18 past this size")
+    parser.add_argument("--host-code", action="store_true", help="also the kernels' host builds (stand-in driver)")
+    parser.add_argument("--no-runtime", action="store_true", help="no prebuilt C runtime in lib/")
     args = parser.parse_args(argv)
-    import gpu_suite
-
-    from aot.driver import compile_model
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    wanted = set(args.model or [])
+    models = args.model or list(SUITE)
+    batches = args.batch or [1, 32]
+    out = args.out
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "onnx").mkdir(parents=True)
+    bundle: dict[str, Any] = {"models": [], "gemm": [], "left_out": [], "cpu": CPU,
+                              "weights": f"rounded to {2 * LEVELS} levels from {ROUNDED_AT} elements"}
+    if not args.no_runtime:
+        bundle["runtime"] = write_runtime(out)
+    for precision in ("fp32", "tf32") if args.gemm_size else ():
+        bundle["gemm"].append(write_gemm(args.gemm_size, precision, out, args.host_code))
+    # the optional models last: they are what goes when the budget is reached
+    ordered = [m for m in models if m not in OPTIONAL] + [m for m in models if m in OPTIONAL]
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [c for c in gpu_suite._stablehlo_cases() if not wanted or c.name in wanted]
-        if not wanted or wanted & set(BENCHMARK_MODELS):
-            cases += [c for c in gpu_suite._benchmark_cases(Path(tmp)) if c.name in (wanted or BENCHMARK_MODELS)]
-        for case in cases:
-            result = compile_model(case.model, target="cpu,cuda", shapes=case.shapes)
-            names = [spec["name"] for spec in result.manifest["inputs"]]
-            dtypes = [spec["dtype"] for spec in result.manifest["inputs"]]
-            inputs = {n: np.asarray(x).astype(d) for n, x, d in zip(names, case.inputs, dtypes)}
-            folder = args.out / case.name.replace("/", "_")
-            write_bundle(result.artifact, inputs, folder)
-            size = sum(p.stat().st_size for p in folder.iterdir())
-            print(f"{folder.name}: {len(result.manifest['kernels'])} kernels, {size / 1e6:.1f} MB")
+        shapes: dict[str, tuple[int, ...]] = {}
+        for model in ordered:
+            before = _size(out)
+            written = []
+            for case in cases([model], batches):
+                plain = Path(tmp) / f"{case.architecture}.onnx"
+                if case.architecture not in shapes:
+                    shapes[case.architecture] = export_onnx(case.architecture, plain)
+                    packed = out / "onnx" / f"{case.architecture}.onnx.xz"
+                    if not packed.exists():
+                        packed.write_bytes(lzma.compress(plain.read_bytes(), preset=6))
+                written.append(write_case(case, plain, shapes[case.architecture], out, args.host_code))
+                print(f"{case.folder}: {written[-1]['kernels']} kernels", flush=True)
+            total = _size(out) / 2**20
+            if model in OPTIONAL and total > args.budget_mib:
+                for entry in written:
+                    shutil.rmtree(out / entry["folder"])
+                (out / "onnx" / f"{written[0]['architecture']}.onnx.xz").unlink(missing_ok=True)
+                bundle["left_out"].append(f"{model}: the bundle would be {total:.1f} MiB, over {args.budget_mib:g}")
+                print(f"{model} left out: {total:.1f} MiB with it (budget {args.budget_mib:g} MiB; "
+                      f"{(total * 2**20 - before) / 2**20:.1f} MiB its own)", flush=True)
+                continue
+            bundle["models"] += written
+    (out / "bundle.json").write_text(json.dumps(bundle, indent=1) + "\n")
+    print(f"{out}: {_size(out) / 2**20:.1f} MiB")
     return 0
 
 
