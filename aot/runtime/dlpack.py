@@ -17,6 +17,7 @@ of another name or a malformed tensor is a RunError, never a crash.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -84,8 +85,7 @@ _DL_FLOAT8 = {  # DLPack 1.1 codes
 }
 
 
-def dl_dtype(dtype: DType) -> tuple[int, int, int]:
-    """`dtype` as DLPack's (code, bits, lanes)."""
+def _dl_dtype(dtype: DType) -> tuple[int, int, int]:
     bits = 8 * dtype.itemsize
     if dtype in _DL_FLOAT8:
         return (_DL_FLOAT8[dtype], bits, 1)
@@ -98,7 +98,13 @@ def dl_dtype(dtype: DType) -> tuple[int, int, int]:
     return (_DL_INT if dtype.manifest_name.startswith("int") else _DL_UINT, bits, 1)
 
 
-_BY_DL_DTYPE = {dl_dtype(d): d for d in DType}
+_DL_DTYPES = {d: _dl_dtype(d) for d in DType}
+_BY_DL_DTYPE = {dl: d for d, dl in _DL_DTYPES.items()}
+
+
+def dl_dtype(dtype: DType) -> tuple[int, int, int]:
+    """`dtype` as DLPack's (code, bits, lanes)."""
+    return _DL_DTYPES[dtype]
 
 
 def describe_dl_dtype(dl: tuple[int, int, int]) -> str:
@@ -242,7 +248,7 @@ def check(tensor: ImportedTensor, what: str, *, device: tuple[int, int], dtype: 
     if not is_compact(tensor.shape, tensor.strides):
         raise RunError(f"{what}: strides {_fmt(tensor.strides or ())} (in elements) are not dense row-major "
                        f"for shape {_fmt(tensor.shape)}; pass a contiguous tensor (e.g. .contiguous())")
-    nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(tensor.shape) * dtype.itemsize
     if nbytes and tensor.address % alignment:
         raise RunError(f"{what}: data address {tensor.address:#x} is not {alignment}-byte aligned")
     if writable and tensor.read_only:
