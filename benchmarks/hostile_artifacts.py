@@ -7,8 +7,9 @@ subprocess of its own with its address space capped and a time limit.
 
 Each case ends as one of:
   error     the runtime refused it with a status and a message
-  ok        it opened and ran (zeroed inputs, on 1 and on 3 threads), or it opened
-            and its inputs and outputs are too large to feed
+  ok        it opened and ran (zeroed inputs, on 1 and on 3 threads, and for GPU seeds in
+            CUDA contexts on the test stand-in driver, with and without a CUDA graph), or
+            it opened and its inputs and outputs are too large to feed
   crash     the process died from a signal
   hang      it ran past --timeout
   memory    it needed more memory than the cap: an allocation failed (AOT_ERR_NO_MEMORY
@@ -64,11 +65,12 @@ def _peak_rss_bytes() -> int:
     raise RuntimeError("/proc/self/status has no VmHWM line")
 
 
-def child(path: str, mem_bytes: int) -> None:
+def child(path: str, mem_bytes: int, cuda: bool = False) -> None:
     """Open and run one artifact through the C API; print one JSON line {"outcome", "detail", "maxrss"}.
 
     The C API (through the binding's ctypes declarations) rather than Session, so
-    that each refusal keeps its status code.
+    that each refusal keeps its status code. `cuda`: also run it in CUDA contexts (on the
+    driver AOT_CUDA_DRIVER names: the test stand-in, in the suite).
     """
     import ctypes
     import resource
@@ -114,26 +116,42 @@ def child(path: str, mem_bytes: int) -> None:
         buffers.append(ctypes.create_string_buffer(max(info.byte_size, 1)))
         tensors[i] = abi.CTensor(info.dtype, info.rank, info.shape,
                                  ctypes.cast(buffers[-1], ctypes.c_void_p), info.byte_size)
-    for threads in RUN_THREADS:
+    outputs = ctypes.cast(ctypes.byref(tensors, ni * ctypes.sizeof(abi.CTensor)), ctypes.POINTER(abi.CTensor))
+    # the CPU on 1 and 3 threads; with the stand-in driver, the GPU with and without a CUDA graph
+    runs = [(f"run on {threads} threads", abi.DEVICE_CPU, threads, 0) for threads in RUN_THREADS]
+    if cuda:
+        runs += [(f"CUDA run ({how})", abi.DEVICE_CUDA, 1, flags)
+                 for how, flags in (("graph", 0), ("launches", abi.CONTEXT_NO_CUDA_GRAPH))]
+    ran = []
+    for stage, device, threads, flags in runs:
         ctx = ctypes.c_void_p()
-        opts = abi.CContextOptions(ctypes.sizeof(abi.CContextOptions), threads)
+        opts = abi.CContextOptions(ctypes.sizeof(abi.CContextOptions), threads, device, 0, flags, 0)
         if (st := lib.aot_context_create(model, ctypes.byref(opts), ctypes.byref(ctx), ctypes.byref(err))):
-            return refused(st, "context")
-        outputs = ctypes.cast(ctypes.byref(tensors, ni * ctypes.sizeof(abi.CTensor)),
-                              ctypes.POINTER(abi.CTensor))
+            # a GPU-only artifact refuses CPU contexts (and a CPU-only one CUDA contexts): the other may run
+            if st == abi.AOT_ERR_UNSUPPORTED and "GPU code" in err.message.decode("utf-8", "replace"):
+                continue
+            return refused(st, f"context for the {stage}")
         st = lib.aot_run(ctx, tensors, ni, outputs, no, ctypes.byref(err))
         lib.aot_context_destroy(ctx)
         if st:
-            return refused(st, f"run on {threads} threads")
+            return refused(st, stage)
+        ran.append(stage)
     lib.aot_model_close(model)
-    report("ok", "ran")
+    report("ok", "ran: " + ", ".join(ran) if ran else "opened; no context of it runs here")
 
 
 # ---------------------------------------------------------------- parent
 
+# families whose edits may leave a launch plan that opens but points kernels past their buffers:
+# on a GPU a device fault (an error), on the stand-in driver host memory, so not run there
+NO_CUDA_RUN = frozenset({"bitflip_crc"})
+
+
 def run_case(path: Path, family: str, name: str, mem_bytes: int, timeout: float, env: dict) -> Result:
     start = time.perf_counter()
     cmd = [sys.executable, __file__, "--child", str(path), "--mem-bytes", str(mem_bytes)]
+    if env.get("AOT_FAKE_CUDA_HOST_DIR") and family not in NO_CUDA_RUN:
+        cmd.append("--cuda")
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -185,10 +203,15 @@ def select(cases: list, families: list[str] | None, per_family: int | None) -> l
 
 
 def run_all(cases: list, work_dir: Path, mem_bytes: int, timeout: float, jobs: int,
-            log=None) -> list[Result]:
+            log=None, host_code: Path | None = None) -> list[Result]:
     from aot.runtime.library import library_path
 
     env = dict(os.environ, AOT_RUNTIME_LIB=str(library_path()))  # built once, shared by every child
+    if host_code is not None:  # the GPU seeds' cases run on the stand-in CUDA driver too
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from fake_cuda_util import fake_cuda_driver
+
+        env.update(AOT_CUDA_DRIVER=str(fake_cuda_driver()), AOT_FAKE_CUDA_HOST_DIR=str(host_code))
     env.pop("OPENBLAS_NUM_THREADS", None)
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's pool would count against the cap
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -221,9 +244,10 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print every result as JSON lines")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--mem-bytes", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.mem_bytes)
+        child(args.child, args.mem_bytes, args.cuda)
         return 0
     mem = args.mem_mib << 20
     if args.replay:
@@ -239,7 +263,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
         started = time.perf_counter()
-        seeds = compile_seeds(Path(tmp) / "seeds")
+        host_code = Path(tmp) / "host_code"
+        seeds = compile_seeds(Path(tmp) / "seeds", host_code=host_code)
         cases = select(generate(seeds, seed=args.seed), args.family, args.per_family)
         print(f"{len(cases)} cases from {len(seeds)} artifacts compiled by aot "
               f"({', '.join(s.name for s in seeds)}), {time.perf_counter() - started:.1f} s; "
@@ -251,7 +276,7 @@ def main() -> int:
             elif r.outcome in FAILURES:
                 print(f"  {r.outcome:9} {r.family}/{r.name}: {r.detail[:200]}", flush=True)
 
-        results = run_all(cases, Path(tmp) / "cases", mem, args.timeout, args.jobs, log)
+        results = run_all(cases, Path(tmp) / "cases", mem, args.timeout, args.jobs, log, host_code)
         failed = [(c, r) for c, r in zip(cases, results) if r.outcome in FAILURES]
         if failed:
             save = args.save or Path(tempfile.mkdtemp(prefix="hostile-failures-"))

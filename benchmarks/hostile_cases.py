@@ -13,6 +13,9 @@
   artifact repacked, so every checksum is valid;
 - code: the code section named wrongly, another model's code, or its ELF header
   damaged where the runtime checks it before loading;
+- cuda: the GPU seeds' launch plans edited (grids, blocks, shared memory, argument
+  kinds, offsets and indices, symbols, SMs, sections, the checks launch), each of
+  which the runtime must refuse when it opens the artifact;
 - bomb: small files whose zstd sections expand to hundreds of MB or many GB, and
   manifests that are huge once decoded or parsed.
 
@@ -306,6 +309,72 @@ def _pack_any_manifest(seed: Seed, m) -> bytes:
     return pack_raw([("manifest", text, 0, len(text)), *others])
 
 
+def _cuda_edits() -> dict[str, Callable[[dict], object]]:
+    """name -> function editing a copy of a manifest's cuda entry in place; each makes it malformed."""
+    def launch(key: str, value):
+        def f(c: dict):
+            c["sms"][0]["kernels"][0][key] = value
+        return f
+
+    def arg(value):
+        def f(c: dict):
+            c["sms"][0]["kernels"][0]["args"][0] = value
+        return f
+
+    return {
+        "cuda_null_sms": lambda c: c.__setitem__("sms", None),
+        "cuda_no_sms": lambda c: c.__setitem__("sms", []),
+        "cuda_17_sms": lambda c: c.__setitem__("sms", [dict(c["sms"][0], sm=f"sm_{80 + i}") for i in range(17)]),
+        "cuda_sm_name": lambda c: c["sms"][0].__setitem__("sm", "sm_x0"),
+        "cuda_sm_huge": lambda c: c["sms"][0].__setitem__("sm", "sm_99999999999"),
+        "cuda_sm_twice": lambda c: c.__setitem__("sms", [c["sms"][0], c["sms"][0]]),
+        "cuda_ptx_absent": lambda c: c["sms"][0].__setitem__("ptx", "ptx.sm_10"),
+        "cuda_ptx_missing": lambda c: c["sms"][0].pop("ptx"),
+        "cuda_cubin_is_manifest": lambda c: c["sms"][0].__setitem__("cubin", "nope"),
+        "cuda_arena_differs": lambda c: c["arena"].__setitem__("bytes", c["arena"]["bytes"] + 64),
+        "cuda_arena_missing": lambda c: c.pop("arena"),
+        "cuda_weights_other": lambda c: c.__setitem__("weights", "manifest"),
+        "cuda_launch_missing": lambda c: c["sms"][0]["kernels"].pop(),
+        "cuda_launch_extra": lambda c: c["sms"][0]["kernels"].append(c["sms"][0]["kernels"][0]),
+        "cuda_grid_zero": launch("grid", [0, 1, 1]),
+        "cuda_grid_huge": launch("grid", [1 << 31, 1, 1]),
+        "cuda_grid_y_huge": launch("grid", [1, 65536, 1]),
+        "cuda_grid_two": launch("grid", [1, 1]),
+        "cuda_grid_float": launch("grid", [1.0, 1, 1]),
+        "cuda_block_1025": launch("block", [1025, 1, 1]),
+        "cuda_block_product": launch("block", [64, 32, 1]),
+        "cuda_block_z_65": launch("block", [1, 1, 65]),
+        "cuda_shared_huge": launch("shared_bytes", 1 << 20),
+        "cuda_shared_negative": launch("shared_bytes", -1),
+        "cuda_symbol_space": launch("symbol", "aot kernel"),
+        "cuda_symbol_empty": launch("symbol", ""),
+        "cuda_symbol_long": launch("symbol", "k" * 300),
+        "cuda_symbol_digit": launch("symbol", "0kernel"),
+        "cuda_args_empty": launch("args", []),
+        "cuda_args_513": launch("args", [{"kind": "arena", "offset": 0}] * 513),
+        "cuda_arg_kind": arg({"kind": "heap", "offset": 0}),
+        "cuda_arg_arena_past": lambda c: c["sms"][0]["kernels"][0]["args"].__setitem__(
+            0, {"kind": "arena", "offset": c["arena"]["bytes"] + 64}),
+        "cuda_arg_arena_unaligned": arg({"kind": "arena", "offset": 8}),
+        "cuda_arg_weights_past": arg({"kind": "weights", "offset": 1 << 40}),
+        "cuda_arg_input_past": arg({"kind": "input", "index": 7}),
+        "cuda_arg_output_negative": arg({"kind": "output", "index": -1}),
+        "cuda_arg_status_in_kernel": arg({"kind": "status"}),
+        "cuda_arg_not_object": arg(3),
+        "cuda_checks_without_checks": lambda c: c["sms"][0].__setitem__(
+            "checks", {"symbol": "aot_model_checks", "grid": [1, 1, 1], "block": [1, 1, 1], "shared_bytes": 0,
+                       "args": [{"kind": "status"}]}),
+    }
+
+
+def cuda(seed: Seed) -> Iterator[Case]:
+    """The launch plan edited, every checksum valid: each must be refused at open."""
+    for name, edit in _cuda_edits().items():
+        m = copy.deepcopy(seed.artifact.manifest)
+        edit(m["cuda"])
+        yield Case("cuda", f"{seed.name}.{name}", repack(seed, {}, manifest=m))
+
+
 def code(seed: Seed, others: list[Seed]) -> Iterator[Case]:
     """Another model's code under this manifest, and ELF header edits the loader rejects."""
     code_name = seed.code_section
@@ -407,7 +476,7 @@ def bomb(seed: Seed) -> Iterator[Case]:
 
 # ---------------------------------------------------------------- all
 
-FAMILIES = ("seed", "bitflip", "bitflip_crc", "truncate", "size_field", "manifest", "code", "bomb")
+FAMILIES = ("seed", "bitflip", "bitflip_crc", "truncate", "size_field", "manifest", "code", "cuda", "bomb")
 
 
 def generate(seeds: list[Seed], seed: int = 0, flips: int = 12) -> list[Case]:
@@ -421,8 +490,11 @@ def generate(seeds: list[Seed], seed: int = 0, flips: int = 12) -> list[Case]:
         cases += bitflip_crc(s, rng, 2 * flips)
         cases += truncate(s)
         cases += size_field(s)
-        cases += manifest(s)
-        cases += code(s, seeds)
+        if s.has_cpu_code:  # these edit the CPU entry and its code
+            cases += manifest(s)
+            cases += code(s, [o for o in seeds if o.has_cpu_code])
+        if "cuda" in s.artifact.manifest:
+            cases += cuda(s)
     # bombs are alike for every seed: one with weights, one without
     for s in seeds[:2]:
         cases += bomb(s)

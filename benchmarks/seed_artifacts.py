@@ -33,6 +33,10 @@ class Seed:
     artifact: Artifact  # parsed: manifest dict, decoded sections, table
 
     @property
+    def has_cpu_code(self) -> bool:
+        return any(s.startswith("cpu.") for s in self.artifact.sections)
+
+    @property
     def code_section(self) -> str:
         return next(s for s in self.artifact.sections if s.startswith("cpu."))
 
@@ -68,12 +72,15 @@ def seed_models() -> dict[str, onnx.ModelProto]:
 
 # seeds compiled for more than the CPU: name -> (seed model, --target); their PTX and cubin
 # sections and the manifest's cuda entry (launch plan) are hostile input too
-MORE_TARGETS = {"gemm_cuda": ("gemm", "cpu,cuda")}
+MORE_TARGETS = {"gemm_cuda": ("gemm", "cpu,cuda"), "gemm_gpu_only": ("gemm", "cuda")}
 
 
-def compile_seeds(out_dir: Path, cpu: str = "native") -> list[Seed]:
-    """Compile every seed model into out_dir/<name>.aot (and MORE_TARGETS') and return them parsed."""
+def compile_seeds(out_dir: Path, cpu: str = "native", host_code: Path | None = None) -> list[Seed]:
+    """Compile every seed model into out_dir/<name>.aot (and MORE_TARGETS') and return them parsed.
+    With `host_code`, the host-code libraries of the GPU seeds' modules go there, for the test
+    stand-in CUDA driver (aot/codegen/nvptx/host_library.py) to run them."""
     import aot
+    from aot.codegen.nvptx.host_library import artifact_host_libraries
 
     out_dir.mkdir(parents=True, exist_ok=True)
     models = seed_models()
@@ -82,7 +89,9 @@ def compile_seeds(out_dir: Path, cpu: str = "native") -> list[Seed]:
     seeds = []
     for name, model, target in builds:
         path = out_dir / f"{name}.aot"
-        aot.compile(model, path, cpu=cpu, target=target)
+        result = aot.compile(model, path, cpu=cpu if "cpu" in target.split(",") else None, target=target)
+        if host_code is not None and "cuda" in target.split(","):
+            artifact_host_libraries(result, host_code)
         data = path.read_bytes()
         seeds.append(Seed(name, data, read_artifact(data)))
     return seeds
