@@ -192,3 +192,55 @@ def test_a_cubin_the_driver_refuses_falls_back_to_the_ptx(monkeypatch, dense):
     with Session(dense.artifact, device="cuda") as session:
         np.testing.assert_allclose(_run(session), dense.want, rtol=1e-5, atol=1e-6)
     assert fake_cuda_stat("cuModuleLoadDataEx") - before == 2
+
+
+def test_contexts_of_one_model_run_concurrently_from_threads(monkeypatch, dense):
+    """One model (the C API: a Session is a model and a context), eight contexts made and run
+    at once from threads, on two devices: the first context of each device loads the code and
+    weights there, once, while the others wait for it."""
+    import ctypes
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aot.runtime import abi
+    from aot.runtime.library import load_library
+
+    fake_cuda_env(monkeypatch, dense.host_dir, devices=2)
+    lib = load_library()
+    with Session(dense.artifact) as cpu:
+        want = _run(cpu)
+    x, x2 = (np.ascontiguousarray(a) for a in feeds().values())
+    model, err = ctypes.c_void_p(), abi.CError()
+    assert lib.aot_model_open_memory(dense.artifact, len(dense.artifact), ctypes.byref(model), ctypes.byref(err)) == 0
+    loads, uploads = fake_cuda_stat("cuModuleLoadDataEx"), fake_cuda_stat("cuMemcpyHtoDAsync_v2")
+
+    def tensor(a: np.ndarray) -> abi.CTensor:
+        shape = (ctypes.c_int64 * a.ndim)(*a.shape)
+        t = abi.CTensor(1, a.ndim, shape, a.ctypes.data, a.nbytes)
+        t._keep = shape
+        return t
+
+    def work(i: int) -> list[np.ndarray]:
+        ctx, error = ctypes.c_void_p(), abi.CError()
+        options = abi.CContextOptions(ctypes.sizeof(abi.CContextOptions), 1, abi.DEVICE_CUDA, i % 2,
+                                      abi.CONTEXT_NO_CUDA_GRAPH if i % 3 == 0 else 0, 0)
+        assert lib.aot_context_create(model, ctypes.byref(options), ctypes.byref(ctx), ctypes.byref(error)) == 0, \
+            error.text()
+        outputs = []
+        for _ in range(20):
+            y = np.empty((4, 16), np.float32)
+            ins = (abi.CTensor * 2)(tensor(x), tensor(x2))
+            out = (abi.CTensor * 1)(tensor(y))
+            assert lib.aot_run(ctx, ins, 2, out, 1, ctypes.byref(error)) == 0, error.text()
+            outputs.append(y)
+        lib.aot_context_destroy(ctx)
+        return outputs
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for outputs in pool.map(work, range(8)):
+            for out in outputs:
+                np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert fake_cuda_stat("cuModuleLoadDataEx") - loads == 2  # once per device
+    # the weights once per device, then 2 inputs a run
+    assert fake_cuda_stat("cuMemcpyHtoDAsync_v2") - uploads == 2 + 8 * 20 * 2
+    lib.aot_model_close(model)
+    assert _live() == dict.fromkeys(LIVE, 0)
