@@ -112,8 +112,20 @@ static aot_status_t device_fault(aot__gpu_context_t* g, CUresult r, const char* 
                         g->device->name, what);
 }
 
-/* One graph of every launch in order (each depends on the one before). */
+static aot_status_t add_nodes(aot__gpu_context_t* g, aot_error_t* err);
+
+/* One graph of every launch in order (each depends on the one before); on failure nothing is
+ * kept, so the next run tries again from the start. */
 static aot_status_t build_graph(aot__gpu_context_t* g, aot_error_t* err) {
+  aot_status_t st = add_nodes(g, err);
+  if (st && g->graph) {
+    g->api->graph_destroy(g->graph);
+    g->graph = NULL;
+  }
+  return st;
+}
+
+static aot_status_t add_nodes(aot__gpu_context_t* g, aot_error_t* err) {
   const aot__cuda_api_t* api = g->api;
   CUresult r = api->graph_create(&g->graph, 0);
   if (r != AOT__CUDA_SUCCESS) {

@@ -244,3 +244,14 @@ def test_contexts_of_one_model_run_concurrently_from_threads(monkeypatch, dense)
     assert fake_cuda_stat("cuMemcpyHtoDAsync_v2") - uploads == 2 + 8 * 20 * 2
     lib.aot_model_close(model)
     assert _live() == dict.fromkeys(LIVE, 0)
+
+
+def test_a_graph_that_fails_to_build_is_dropped_and_built_again_next_run(monkeypatch, dense):
+    fake_cuda_env(monkeypatch, dense.host_dir, fail="cuGraphAddKernelNode_v2:2=CUDA_ERROR_OUT_OF_MEMORY")
+    with Session(dense.artifact, device="cuda") as session:
+        with pytest.raises(RunError, match=r"adding kernel \S+ to the CUDA graph: cuGraphAddKernelNode failed: "
+                                           r"CUDA_ERROR_OUT_OF_MEMORY"):
+            _run(session)
+        assert fake_cuda_stat("live_graphs") == 0
+        np.testing.assert_allclose(_run(session), dense.want, rtol=1e-5, atol=1e-6)
+        assert fake_cuda_stat("live_graphs") == 1 and fake_cuda_stat("live_execs") == 1
