@@ -41,6 +41,7 @@ struct aot__gpu_context {
   CUgraphExec exec;
   CUgraphNode* nodes;
   CUdeviceptr* graph_io; /* the io the exec's parameters hold */
+  CUdeviceptr* values_io; /* the io `values` hold */
   CUdeviceptr* checked_io; /* the io last checked to be device memory of this device */
   int broken;            /* a fault poisoned the device's context: every run fails */
   int32_t status_host;
@@ -66,11 +67,13 @@ static void pop(const aot__gpu_context_t* g) {
   g->api->ctx_pop_current(&popped);
 }
 
-/* The parameter values of every launch, with io as the current inputs and outputs. */
-static void fill_values(aot__gpu_context_t* g) {
+/* The parameter values of every launch (`all`), or of the launches that take an input or
+ * output, with io as the current inputs and outputs. */
+static void fill_values(aot__gpu_context_t* g, int all) {
   const aot__gpu_device_t* d = g->device;
   CUdeviceptr weights = d->weights ? d->weights : g->status; /* no weights: never read */
   for (uint32_t i = 0; i < g->code->launch_count; i++) {
+    if (!all && !g->uses_io[i]) continue;
     const aot__gpu_launch_t* l = &g->code->launches[i];
     CUdeviceptr* v = &g->values[g->first_arg[i]];
     for (uint32_t a = 0; a < l->arg_count; a++) {
@@ -155,7 +158,11 @@ static aot_status_t add_nodes(aot__gpu_context_t* g, aot_error_t* err) {
 static aot_status_t enqueue(aot__gpu_context_t* g, CUstream stream, aot_error_t* err) {
   const aot__cuda_api_t* api = g->api;
   const aot__gpu_sm_t* code = g->code;
-  fill_values(g);
+  /* a server that reuses its buffers pays nothing here */
+  if (memcmp(g->values_io, g->io, g->io_count * sizeof *g->io) != 0) {
+    fill_values(g, 0);
+    memcpy(g->values_io, g->io, g->io_count * sizeof *g->io);
+  }
   CUresult r;
   if (g->use_graph) {
     if (!g->exec) {
@@ -336,6 +343,7 @@ void aot__gpu_context_destroy(aot__gpu_context_t* g) {
   free(g->nodes);
   free(g->graph_io);
   free(g->checked_io);
+  free(g->values_io);
   free(g);
 }
 
@@ -351,12 +359,14 @@ static aot_status_t make_tables(aot__gpu_context_t* g, aot_error_t* err) {
   g->io = calloc(io, sizeof *g->io);
   g->graph_io = calloc(io, sizeof *g->graph_io);
   g->checked_io = calloc(io, sizeof *g->checked_io);
+  g->values_io = calloc(io, sizeof *g->values_io);
   g->values = calloc(args ? args : 1, sizeof *g->values);
   g->params = calloc(args ? args : 1, sizeof *g->params);
   g->first_arg = calloc(n, sizeof *g->first_arg);
   g->uses_io = calloc(n, sizeof *g->uses_io);
   g->nodes = calloc(n, sizeof *g->nodes);
-  if (!g->staging_offsets || !g->io || !g->graph_io || !g->checked_io || !g->values || !g->params ||
+  if (!g->staging_offsets || !g->io || !g->graph_io || !g->checked_io || !g->values_io || !g->values ||
+      !g->params ||
       !g->first_arg || !g->uses_io || !g->nodes)
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   uint32_t k = 0;
@@ -435,6 +445,7 @@ aot_status_t aot__gpu_context_create(const aot_model_t* m, int32_t ordinal, uint
   }
   st = allocate(g, err);
   pop(g);
+  if (!st) fill_values(g, 1); /* io all 0 as values_io says: the first run fills them */
   if (st) {
     aot__gpu_context_destroy(g);
     return st;
