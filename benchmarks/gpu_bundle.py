@@ -16,10 +16,10 @@ built here (`make -C runtime_c`) with the libzstd.so.1 it links, used there when
 runtime cannot be built. bundle.json lists it all.
 
 Weights: the models are those of models/make_benchmarks.py (same seed), but every weight
-of 4096 or more elements is rounded to one of 16 levels (steps of half its standard
-deviation, clamped to [-8, 7] steps): the artifacts and ONNX files then compress about
-6x, which keeps the bundle small enough to carry, and neither the timings nor the
-GPU-vs-CPU comparison depend on the values. The torch peers there build the same
+of 4096 or more elements is rounded to one of 8 levels (integer multiples of its standard
+deviation in [-4, 3]): the artifacts and ONNX files then compress 6-10x, which keeps the
+bundle small enough to carry, and neither the timings nor the GPU-vs-CPU comparison
+depend on the values. The torch peers there build the same
 modules with their own initial weights (timing only).
 
 --host-code also writes OUT/host/: per artifact, the host build of its GPU kernels, which
@@ -51,7 +51,7 @@ SUITE = ("mlp", "mlp_b64", "lenet", "mobilenetv2", "bert_mini", "gpt_block", "re
 OPTIONAL = ("resnet18",)  # left out, and said so, when the bundle would pass the budget
 OWN_BATCH = {"mlp_b64": ("mlp", 64)}  # a suite model that is another at a fixed batch
 CPU = "x86-64-v3"  # any H200 host runs it; the CPU code runs only here anyway
-LEVELS = 8  # weights rounded to integer multiples of std/2 in [-LEVELS, LEVELS - 1]
+LEVELS = 4  # weights rounded to integer multiples of their std in [-LEVELS, LEVELS - 1]
 ROUNDED_AT = 4096  # elements: smaller tensors (biases, norms) keep their values
 
 
@@ -85,13 +85,13 @@ def case_input(shape: Sequence[int]) -> np.ndarray:
 
 
 def round_weights(module: Any) -> None:
-    """Every parameter of ROUNDED_AT or more elements to 16 levels (see the module docstring)."""
+    """Every parameter of ROUNDED_AT or more elements to 2 * LEVELS levels (see the module docstring)."""
     import torch
 
     with torch.no_grad():
         for p in module.parameters():
             if p.numel() >= ROUNDED_AT:
-                step = float(p.std()) / 2 or 1.0
+                step = float(p.std()) or 1.0
                 p.copy_(torch.clamp(torch.round(p / step), -LEVELS, LEVELS - 1) * step)
 
 

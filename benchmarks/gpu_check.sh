@@ -22,6 +22,7 @@ if [ ! -f "$bundle/bundle.json" ]; then
   echo "gpu_check: no bundle at $bundle (python benchmarks/gpu_bundle.py $bundle, where aot compiles)" >&2
   exit 2
 fi
+bundle=$(cd "$bundle" && pwd)
 
 echo "## Device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader \
@@ -31,12 +32,12 @@ python3 --version
 # the runtime: built here from runtime_c/, else the bundle's prebuilt one
 runtime_note=""
 build_log=$(mktemp)
-if timeout 120 make -s -C runtime_c BUILD_DIR=build/gpu-check all >"$build_log" 2>&1; then
+if timeout 120 make -s -j"$(nproc)" -C runtime_c BUILD_DIR=build/gpu-check all >"$build_log" 2>&1; then
   export AOT_RUNTIME_LIB=$PWD/runtime_c/build/gpu-check/libaot_runtime.so
   runtime_note="built on this machine with make -C runtime_c ($(${CC:-cc} --version 2>/dev/null | head -n 1))"
 elif [ -f "$bundle/lib/libaot_runtime.so" ]; then
-  export AOT_RUNTIME_LIB=$PWD/$bundle/lib/libaot_runtime.so
-  export LD_LIBRARY_PATH=$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export AOT_RUNTIME_LIB=$bundle/lib/libaot_runtime.so
+  export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   runtime_note="prebuilt, from the bundle (make failed here: $(tail -n 1 "$build_log"))"
 else
   echo "gpu_check: the runtime does not build here and the bundle has none:" >&2
@@ -44,7 +45,6 @@ else
   exit 2
 fi
 rm -f "$build_log"
-echo "runtime: $AOT_RUNTIME_LIB, $runtime_note"
 
 left=$((limit - ($(date +%s) - started)))
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
