@@ -18,18 +18,14 @@ devices (AOT_FAKE_CUDA_DEVICES, default 1), sm (AOT_FAKE_CUDA_SM, "90"), memory
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import functools
 import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aot.runtime.library import RUNTIME_DIR, cache_dir
+from aot.runtime.library import RUNTIME_DIR, build_cached
 
 SOURCES = ("Makefile", "src/cuda_api.h", "tests/fake_cuda.c", "tests/fake_cuda.h")
 SETTINGS = {"devices": "AOT_FAKE_CUDA_DEVICES", "sm": "AOT_FAKE_CUDA_SM", "memory": "AOT_FAKE_CUDA_MEMORY",
@@ -45,30 +41,9 @@ def _source_hash(root: Path) -> str:
 
 def fake_cuda_driver(root: Path = RUNTIME_DIR) -> Path:
     """The stand-in's libcuda.so.1, built by `make fake-cuda` into the cache (once per hash of its
-    sources), under a file lock and through a temporary directory renamed into place, as
-    aot/runtime/library.py builds the runtime."""
-    cache = cache_dir()
-    out_dir = cache / f"fake-cuda-{_source_hash(root)}"
-    driver = out_dir / "fake_cuda" / "libcuda.so.1"
-    if driver.is_file():
-        return driver
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"{out_dir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if driver.is_file():  # another process built it while we waited
-            return driver
-        tmp = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.tmp-", dir=cache))
-        try:
-            proc = subprocess.run(["make", "-C", str(root), f"BUILD_DIR={tmp}", "fake-cuda"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"building the stand-in CUDA driver failed (make exit {proc.returncode}):\n"
-                                   f"{proc.stdout[-4000:]}")
-            shutil.rmtree(out_dir, ignore_errors=True)
-            os.replace(tmp, out_dir)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return driver
+    sources), as aot/runtime/library.py builds the runtime."""
+    return build_cached(root, "fake-cuda", f"fake-cuda-{_source_hash(root)}", "fake_cuda/libcuda.so.1",
+                        "the stand-in CUDA driver")
 
 
 @functools.lru_cache(maxsize=None)

@@ -63,34 +63,42 @@ def build_runtime(root: Path = RUNTIME_DIR, cache: Optional[Path] = None) -> Pat
     """Build the C runtime into the cache (once per source hash); return the .so path."""
     if not (root / "Makefile").is_file():
         raise RunError(f"C runtime sources not found at {root}")
+    return build_cached(root, "all", f"runtime-{source_hash(root)}", LIB_NAME, "the C runtime", cache)
+
+
+def build_cached(root: Path, make_target: str, name: str, product: str, what: str,
+                 cache: Optional[Path] = None) -> Path:
+    """`make -C root BUILD_DIR=<cache>/<name> make_target`, once: returns <cache>/<name>/<product>.
+    Built under a file lock (parallel processes do not race) in a temporary directory renamed
+    into place, so a half-built result is never picked up. `name` carries the sources' hash."""
     cache = cache or cache_dir()
-    out_dir = cache / f"runtime-{source_hash(root)}"
-    lib = out_dir / LIB_NAME
-    if lib.is_file():
-        return lib
+    out_dir = cache / name
+    built = out_dir / product
+    if built.is_file():
+        return built
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"{out_dir.name}.lock", "w") as lock:
+    with open(cache / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if lib.is_file():  # another process built it while we waited
-            return lib
-        tmp = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.tmp-", dir=cache))
+        if built.is_file():  # another process built it while we waited
+            return built
+        tmp = Path(tempfile.mkdtemp(prefix=f"{name}.tmp-", dir=cache))
         try:
             proc = subprocess.run(
-                ["make", "-C", str(root), f"BUILD_DIR={tmp}", "all"],
+                ["make", "-C", str(root), f"BUILD_DIR={tmp}", make_target],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
             )
             if proc.returncode != 0:
                 tail = proc.stdout[-4000:]
-                raise RunError(f"building the C runtime failed (make exit {proc.returncode}):\n{tail}")
+                raise RunError(f"building {what} failed (make exit {proc.returncode}):\n{tail}")
             shutil.rmtree(out_dir, ignore_errors=True)
             os.replace(tmp, out_dir)
         except FileNotFoundError as e:
-            raise RunError(f"building the C runtime failed: {e}") from None
+            raise RunError(f"building {what} failed: {e}") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+    return built
 
 
 def library_path() -> Path:
