@@ -520,9 +520,10 @@ static struct CUstream_st* find_stream(CUstream stream) {
   return NULL;
 }
 
-/* NULL (the legacy default stream) or a live stream of `ctx` */
+/* NULL or CU_STREAM_LEGACY (0x1): the legacy default stream; CU_STREAM_PER_THREAD (0x2): the
+ * per-thread default stream; else a live stream of `ctx` */
 static CUresult check_stream(const struct CUctx_st* ctx, CUstream stream) {
-  if (!stream) return FAKE_SUCCESS;
+  if ((uintptr_t)stream <= 2) return FAKE_SUCCESS;
   struct CUstream_st* s = find_stream(stream);
   if (!s) return reject(FAKE_INVALID_HANDLE, "stream %p is not alive", (void*)stream);
   if (s->ctx != ctx)

@@ -255,3 +255,15 @@ def test_a_graph_that_fails_to_build_is_dropped_and_built_again_next_run(monkeyp
         assert fake_cuda_stat("live_graphs") == 0
         np.testing.assert_allclose(_run(session), dense.want, rtol=1e-5, atol=1e-6)
         assert fake_cuda_stat("live_graphs") == 1 and fake_cuda_stat("live_execs") == 1
+
+
+def test_device_tensors_on_the_legacy_default_stream(monkeypatch, dense):
+    """stream=0 is the caller's legacy default stream (the binding passes CU_STREAM_LEGACY, 0x1, as
+    NULL would mean the context's own): the stand-in, as the driver, takes it."""
+    from aot.runtime.device_array import DeviceArray
+
+    fake_cuda_env(monkeypatch, dense.host_dir)
+    with Session(dense.artifact, device="cuda") as session:
+        inputs = {name: DeviceArray.from_numpy(session, value) for name, value in feeds().items()}
+        (y,) = session.run(None, inputs, stream=0)
+        np.testing.assert_allclose(y.numpy(), dense.want, rtol=1e-5, atol=1e-6)
