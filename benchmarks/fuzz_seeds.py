@@ -61,7 +61,8 @@ def write_corpus(out_dir: Path, cpu: str = "native", seeds: list[Seed] | None = 
     seeds_dir.mkdir(parents=True, exist_ok=True)
     code_dir.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
-        (code_dir / f"{seed.name}.so").write_bytes(seed.artifact.sections[seed.code_section])
+        if seed.has_cpu_code:
+            (code_dir / f"{seed.name}.so").write_bytes(seed.artifact.sections[seed.code_section])
         (seeds_dir / f"{seed.name}.manifest.json").write_bytes(seed.artifact.sections["manifest"] + bytes([JSON]))
         for variant, codecs in VARIANTS.items():
             data = seed.data if not codecs else repack(seed, codecs)

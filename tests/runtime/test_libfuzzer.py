@@ -24,8 +24,9 @@ FUZZ_SECONDS = 60
 # and the table entry parser): the container, decoding, checksums, the manifest, the
 # code lookup and a run; and the files they live in
 DEEP = {"parse_entry", "aot__container_parse", "aot__section_decode", "aot__crc32", "aot__json_parse",
+        "aot__gpu_plan_parse", "parse_launch",
         "aot__code_load", "aot_model_open_memory", "aot_context_create", "aot_run"}
-DEEP_FILES = {"container.c", "crc32.c", "json.c", "model.c", "loader.c", "context.c", "status.c"}
+DEEP_FILES = {"container.c", "crc32.c", "json.c", "model.c", "loader.c", "context.c", "status.c", "gpu_plan.c"}
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the seeds' code is compiled for x86_64")
 
