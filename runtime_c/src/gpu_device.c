@@ -182,11 +182,17 @@ static aot_status_t load_on(const aot_model_t* m, aot__gpu_device_t* d, aot_erro
     d->code = cubin;
     st = load_module(api, d, cubin, 1, &loaded, err);
   }
-  /* a cubin the driver refuses (a newer toolkit's, say) leaves the PTX: the driver compiles it */
-  if (!cubin || (st && (loaded == AOT__CUDA_ERROR_NO_BINARY_FOR_GPU || loaded == AOT__CUDA_ERROR_INVALID_IMAGE) && ptx)) {
+  /* A cubin the driver refuses leaves the PTX, which the driver compiles: a cubin of a newer
+   * toolkit than the driver (ptxas 13 for a CUDA 12 driver) is refused with one error or
+   * another (no binary, invalid image, unsupported version), so any refusal but a lack of
+   * memory or a broken context falls back. */
+  int refused = st && loaded != AOT__CUDA_SUCCESS && loaded != AOT__CUDA_ERROR_OUT_OF_MEMORY &&
+                loaded < AOT__CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (!cubin || (refused && ptx)) {
     d->code = ptx;
     d->from_ptx = 1;
     st = load_module(api, d, ptx, 0, &loaded, err);
+    if (st && cubin) aot__error_prefix(err, "the cubin and the PTX both failed to load; the PTX: ");
   }
   if (!st) st = bind_functions(api, d, optin, err);
   if (!st) st = upload_weights(m, api, d, err);

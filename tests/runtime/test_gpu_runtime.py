@@ -267,3 +267,20 @@ def test_device_tensors_on_the_legacy_default_stream(monkeypatch, dense):
         inputs = {name: DeviceArray.from_numpy(session, value) for name, value in feeds().items()}
         (y,) = session.run(None, inputs, stream=0)
         np.testing.assert_allclose(y.numpy(), dense.want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("refusal", ["CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_IMAGE"])
+def test_any_refusal_of_the_cubin_falls_back_to_the_ptx(monkeypatch, dense, refusal):
+    """A cubin of a newer toolkit than the driver is refused one way or another."""
+    fake_cuda_env(monkeypatch, dense.host_dir, fail=f"cuModuleLoadDataEx:1={refusal}")
+    before = fake_cuda_stat("cuModuleLoadDataEx")
+    with Session(dense.artifact, device="cuda") as session:
+        np.testing.assert_allclose(_run(session), dense.want, rtol=1e-5, atol=1e-6)
+    assert fake_cuda_stat("cuModuleLoadDataEx") - before == 2
+
+
+def test_when_the_cubin_and_the_ptx_both_fail_the_message_says_so(monkeypatch, dense):
+    fake_cuda_env(monkeypatch, dense.host_dir, fail="cuModuleLoadDataEx:*=CUDA_ERROR_INVALID_IMAGE")
+    with pytest.raises(RunError, match=r"the cubin and the PTX both failed to load; the PTX: device 0 .*: loading the "
+                                       r"PTX of sm_90: cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_IMAGE"):
+        Session(dense.artifact, device="cuda")
