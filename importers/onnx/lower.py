@@ -19,12 +19,12 @@ from aot.ir import Graph
 from aot.ir.types import TensorType
 from aot.ir.verifier import verify_graph
 
-from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_loss, ops_ml, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape, ops_trees
+from . import ops_attention, ops_control, ops_elementwise, ops_index, ops_llm, ops_loss, ops_ml, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape, ops_trees
 from .context import Ctx, Lowering, node_name
 from .loader import InputSpec
 
 OP_TABLE: dict[str, Lowering] = {}
-for _module in (ops_elementwise, ops_attention, ops_control, ops_index, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape):
+for _module in (ops_elementwise, ops_attention, ops_control, ops_index, ops_llm, ops_loss, ops_nn, ops_quant, ops_reduce, ops_resize, ops_rnn, ops_sample, ops_shape):
     for _op_type, _fn in _module.OPS.items():
         assert _op_type not in OP_TABLE, _op_type
         OP_TABLE[_op_type] = _fn
