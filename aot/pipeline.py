@@ -21,7 +21,7 @@ from pathlib import Path
 from aot.ir.graph import Graph
 from aot.ir.printer import print_graph
 from aot.ir.verifier import verify_graph
-from aot.plan import ExecutionPlan
+from aot.plan import Donation, ExecutionPlan
 from aot.planning.buffers import assign_buffers, describe_plan
 from aot.planning.fusion import explain, fuse
 from aot.rewrite.base import Pass
@@ -60,6 +60,7 @@ class PipelineOptions:
     passes: list[Pass] = field(default_factory=default_passes)
     schedule: bool = True  # reorder kernels to lower peak memory
     in_place: bool = True  # let a result reuse a dead operand's buffer
+    donations: list[Donation] = field(default_factory=list)  # inputs whose buffers outputs take over
 
 
 class _Dumper:
@@ -135,7 +136,8 @@ def plan_execution(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> E
     dumper.log(f"{'fusion':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(graph.nodes)} nodes -> "
                f"{len(kernels)} kernels ({reductions} with fused reductions)")
     start = time.perf_counter()
-    result = assign_buffers(graph, kernels, reorder=options.schedule, in_place=options.in_place)
+    result = assign_buffers(graph, kernels, reorder=options.schedule, in_place=options.in_place,
+                            donations=options.donations)
     dumper.dump("buffers", describe_plan(result), "txt")
     moved = sum(1 for a, b in zip(kernels, result.kernels) if a.root is not b.root)
     dumper.log(
@@ -144,4 +146,6 @@ def plan_execution(graph: Graph, options: PipelineOptions, dumper: _Dumper) -> E
         f"arena {result.arena_bytes} B (lower bound {result.arena_lower_bound} B, temporaries "
         f"{result.notes.get('temporaries_bytes', 0)} B), weights {len(result.weights)} B"
     )
+    for note in result.notes.get("donations", []):  # type: ignore[union-attr]
+        dumper.log(f"{'donation':<14} {note['input']} -> {note['output']}: {note['how']}, {note['why']}")
     return result

@@ -63,6 +63,16 @@ class Check:
     loc: str = ""
 
 
+@dataclass(frozen=True)
+class Donation:
+    """Graph input number `input` gives its buffer to graph output number `output`
+    (planning/donation.py): the code reads the input from the output's buffer, which holds
+    the input's value when a run starts, and writes the output there."""
+
+    input: int
+    output: int
+
+
 @dataclass
 class ExecutionPlan:
     graph: Graph
@@ -73,3 +83,4 @@ class ExecutionPlan:
     weights: bytes = b""
     notes: dict[str, object] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)  # in graph order; the first failing one is reported
+    donations: list[Donation] = field(default_factory=list)  # by input index; the manifest's and the code's

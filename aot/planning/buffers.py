@@ -17,6 +17,9 @@ any member (an alias extends its operand's interval). A run-time check
 (ir/ops/checks.py) reads its operand after the last kernel, so that operand's
 buffer lives to the end of the run. The memory planner places buffers; every
 member gets the buffer's offset.
+
+A donated input (donation.py) lives in its output's buffer: the kernels that read it
+are ordered before the one that overwrites it, or read a copy made first.
 """
 from __future__ import annotations
 
@@ -29,9 +32,10 @@ import numpy as np
 from aot.arith import align_up
 from aot.ir.graph import Graph, Node, Value
 from aot.ir.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
-from aot.plan import Check, ExecutionPlan, Kernel, Slice
+from aot.plan import Check, Donation, ExecutionPlan, Kernel, Slice
+from aot.planning.donation import named, plan_donations
 from aot.planning.memory_plan import ALIGNMENT, Interval, plan_arena
-from aot.planning.schedule import schedule
+from aot.planning.schedule import renumbered, schedule, stable_order
 
 
 def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, int], bytes]:
@@ -159,7 +163,10 @@ def _in_place_host(kernel: Kernel, step: int, owner: dict[str, ArenaBuffer], las
     return None
 
 
-def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True, in_place: bool = True) -> ExecutionPlan:
+def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True, in_place: bool = True,
+                   donations: Sequence[Donation] = ()) -> ExecutionPlan:
+    """`donations`: inputs whose buffers outputs take over (donation.py); a copy kernel it
+    needs is added to `graph` too."""
     outputs = graph.output_ids()
     aliases: dict[str, Value] = {}
     kept: list[Kernel] = []
@@ -174,6 +181,17 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
     for i, value in enumerate(graph.outputs):
         slices[value.name] = Slice("output", i, 0, value.type.nbytes)
     checks = [Check(n.inputs[0], n.attrs["message"], n.loc) for n in graph.nodes if n.op in CHECKS]
+    after: list[tuple[str, str]] = []
+    donated: list[dict[str, object]] = []
+    pairs: list[Donation] = []
+    if donations:
+        donation = plan_donations(graph, kept, aliases, donations, [c.ok.name for c in checks])
+        if len(donation.kernels) != len(kept):
+            kept = renumbered(donation.kernels)  # copy kernels first: names follow positions
+            # a check that read a donated input reads its copy now
+            checks = [Check(n.inputs[0], n.attrs["message"], n.loc) for n in graph.nodes if n.op in CHECKS]
+        slices.update(donation.slices)
+        after, donated, pairs = donation.after, donation.notes, donation.donations
     constants: list[tuple[str, np.ndarray]] = []
     seen: set[str] = set()
     # a check's operand is constant only where const-fold did not run; it is read from the weights then
@@ -187,7 +205,10 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
         slices[name] = Slice("weights", 0, weight_offsets[name], array.nbytes)
     temporaries = {k.root.name for k in kept if k.root.name not in slices}
     if reorder:
-        kept = schedule(kept, temporaries)
+        kept = schedule(kept, temporaries, after)
+    elif after and stable_order(kept, after) is not kept:
+        kept = renumbered(stable_order(kept, after))
+    donated = named(donated, kept)
     buffers = build_buffers(kept, set(slices), aliases, in_place, [c.ok.name for c in checks])
     intervals = [Interval(b.name, b.size, b.start, b.end) for b in buffers]
     arena = plan_arena(intervals, ALIGNMENT)
@@ -207,8 +228,9 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
         graph, kept, slices, arena.arena_bytes, arena.lower_bound, weights,
         notes={"temporaries_bytes": total, "weights_bytes": len(weights), "memory_plan": memory_plan,
                "aliases": len(aliases),
-               "in_place": sum(1 for b in buffers for how in b.how.values() if how.startswith("in place"))},
-        checks=checks,
+               "in_place": sum(1 for b in buffers for how in b.how.values() if how.startswith("in place")),
+               "donations": donated},
+        checks=checks, donations=pairs,
     )
 
 
@@ -222,4 +244,6 @@ def describe_plan(plan: ExecutionPlan) -> str:
     for entry in plan.notes.get("memory_plan", []):  # type: ignore[union-attr]
         for member, how in entry["shared"].items():
             lines.append(f"%{member} shares {entry['buffer']}: {how}")
+    for note in plan.notes.get("donations", []):  # type: ignore[union-attr]
+        lines.append(f"donation {note['input']} -> {note['output']}: {note['how']}, {note['why']}")
     return "\n".join(lines) + "\n"

@@ -6,18 +6,33 @@ net of what it allocates (its operands it reads last, minus its own result);
 ties keep the original order. The order stays topological by construction.
 The greedy order is kept only when its peak live bytes beat the original
 order's, so scheduling never makes memory worse.
+
+`after` adds orderings that are not data dependencies: (a, b) runs the kernel
+writing %a before the one writing %b. Buffer donation needs them (planning/
+donation.py): every reader of a donated input runs before the kernel that
+overwrites its bytes. Where the original order breaks one, the baseline is the
+original order with the fewest moves that honour them (a stable topological sort).
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aot.arith import align_up
 from aot.plan import Kernel
 from aot.planning.memory_plan import ALIGNMENT
 
+# (a, b): the kernel whose root is %a runs before the one whose root is %b
+Ordering = tuple[str, str]
 
-def _producers(kernels: list[Kernel]) -> list[list[int]]:
-    """For each kernel, the positions of the kernels whose roots it reads."""
+
+def _producers(kernels: list[Kernel], after: Sequence[Ordering] = ()) -> list[list[int]]:
+    """For each kernel, the positions of the kernels it must follow: those whose roots it
+    reads, and those `after` puts before it."""
     position = {k.root.name: i for i, k in enumerate(kernels)}
-    return [sorted({position[p.name] for p in k.params if p.name in position}) for k in kernels]
+    deps = [{position[p.name] for p in k.params if p.name in position} for k in kernels]
+    for first, then in after:
+        deps[position[then]].add(position[first])
+    return [sorted(d) for d in deps]
 
 
 def peak_live_bytes(kernels: list[Kernel], temporaries: set[str]) -> int:
@@ -40,9 +55,9 @@ def peak_live_bytes(kernels: list[Kernel], temporaries: set[str]) -> int:
     return peak
 
 
-def list_schedule(kernels: list[Kernel], temporaries: set[str]) -> list[Kernel]:
-    """Greedy memory-aware topological order of `kernels`."""
-    producers = _producers(kernels)
+def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = ()) -> list[Kernel]:
+    """Greedy memory-aware topological order of `kernels` (honouring `after`)."""
+    producers = _producers(kernels, after)
     consumers: list[list[int]] = [[] for _ in kernels]
     for i, deps in enumerate(producers):
         for d in deps:
@@ -87,12 +102,47 @@ def _distinct(values: list) -> list:
     return result
 
 
-def schedule(kernels: list[Kernel], temporaries: set[str]) -> list[Kernel]:
-    """The better of the original order and the greedy one (by peak live bytes); names follow the new order."""
-    greedy = list_schedule(kernels, temporaries)
-    if peak_live_bytes(greedy, temporaries) >= peak_live_bytes(kernels, temporaries):
+def stable_order(kernels: list[Kernel], after: Sequence[Ordering]) -> list[Kernel]:
+    """`kernels` itself when it honours `after`, else the topological order that takes,
+    at each step, the earliest kernel in the original order that may run."""
+    producers = _producers(kernels, after)
+    if all(d < i for i, deps in enumerate(producers) for d in deps):
         return kernels
-    return [_renamed(k, i) for i, k in enumerate(greedy)]
+    waiting = [len(deps) for deps in producers]
+    consumers: list[list[int]] = [[] for _ in kernels]
+    for i, deps in enumerate(producers):
+        for d in deps:
+            consumers[d].append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    order: list[int] = []
+    while ready:
+        first = min(ready)
+        ready.remove(first)
+        order.append(first)
+        for c in consumers[first]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    if len(order) != len(kernels):
+        raise ValueError("kernel orderings form a cycle")  # the caller (donation planning) rules cycles out
+    return [kernels[i] for i in order]
+
+
+def schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = ()) -> list[Kernel]:
+    """The better of the original order and the greedy one (by peak live bytes), each honouring
+    `after`; names follow the new order."""
+    base = stable_order(kernels, after)
+    greedy = list_schedule(kernels, temporaries, after)
+    if peak_live_bytes(greedy, temporaries) >= peak_live_bytes(base, temporaries):
+        greedy = base
+    if greedy is kernels:
+        return kernels
+    return renumbered(greedy)
+
+
+def renumbered(kernels: list[Kernel]) -> list[Kernel]:
+    """The kernels renamed after their positions (k0_exp, k1_dot, ...)."""
+    return [_renamed(k, i) for i, k in enumerate(kernels)]
 
 
 def _renamed(kernel: Kernel, position: int) -> Kernel:

@@ -1,6 +1,6 @@
 from aot.ir.parser import parse_graph
 from aot.planning.fusion import fuse
-from aot.planning.schedule import list_schedule, peak_live_bytes, schedule
+from aot.planning.schedule import list_schedule, peak_live_bytes, schedule, stable_order
 from passes_util import ir
 
 # two independent branches; the input order computes both big temporaries first
@@ -57,3 +57,15 @@ def test_peak_counts_values_until_their_last_reader():
     # a1 and b1 (4 KiB each) are both live while sa..sb2 run in the input order
     assert peak_live_bytes(kernels, temporaries(kernels)) == 2 * 4096
     assert peak_live_bytes(list_schedule(kernels, temporaries(kernels)), temporaries(kernels)) == 4096
+
+
+def test_orderings_beyond_the_data_are_honoured_with_the_fewest_moves():
+    kernels = fuse(parse_graph(ir(BRANCHES)))
+    assert roots(kernels) == ["a1", "b1", "sa", "sa2", "sb", "sb2"]
+    # sb2 must run before a1 (as a donated input's reader must before its writer)
+    moved = stable_order(kernels, [("sb2", "a1")])
+    assert roots(moved) == ["b1", "sb", "sb2", "a1", "sa", "sa2"]
+    assert stable_order(kernels, [("a1", "sb2")]) is kernels  # already honoured: nothing moves
+    ordered = schedule(kernels, temporaries(kernels), [("sb2", "a1")])
+    assert roots(ordered).index("sb2") < roots(ordered).index("a1")
+    assert [k.name for k in ordered] == [f"k{i}_{k.root.producer.op}" for i, k in enumerate(ordered)]
