@@ -88,6 +88,31 @@ class Group(_OwnErrors, click.Group):
     pass
 
 
+# buffer donation, for compile and for verify's compile (aot/donations.py)
+DONATION_OPTIONS = [
+    click.option("--donate", "donate", multiple=True,
+                 help="let OUTPUT take over INPUT's buffer (a KV cache updated in place): INPUT=OUTPUT (repeatable)"),
+    click.option("--no-infer-donation", "no_infer_donation", is_flag=True,
+                 help="donate only what --donate names (by default names such as past_keys -> present_keys, "
+                      "past_key_values.N.key -> present.N.key imply pairs)"),
+]
+
+
+def parse_donate_option(values: tuple[str, ...], known: Sequence[str] = ()) -> dict[str, str]:
+    """`--donate past_keys=present_keys` (repeatable) -> {"past_keys": "present_keys"}; an input
+    named twice is a usage error."""
+    pairs: dict[str, str] = {}
+    for item in values:
+        split = split_name_value(item, known)
+        if split is None or not split[1]:
+            raise click.BadParameter(f"'{item}' is not INPUT=OUTPUT like past_keys=present_keys", param_hint="--donate")
+        name, output = split
+        if name in pairs:
+            raise click.BadParameter(f"input '{name}' is donated twice ({pairs[name]}, {output})", param_hint="--donate")
+        pairs[name] = output
+    return pairs
+
+
 compile_options = [
     click.argument("model", type=click.Path(dir_okay=False, path_type=Path)),
     click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="artifact path (default: MODEL with .aot)"),
@@ -100,6 +125,7 @@ compile_options = [
     click.option("--gpu-matmul-precision", "gpu_matmul_precision", default=None,
                  help="f32 matrix multiplies in cuda code: fp32, or tf32 (tensor cores, inputs rounded to "
                       "10 mantissa bits: changes results)  [default: fp32]"),
+    *DONATION_OPTIONS,
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
     click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
     click.option("-v", "--verbose", is_flag=True, help="print time per pass"),
@@ -113,8 +139,8 @@ def _with_compile_options(fn: Any) -> Any:
 
 
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
-             cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, dump_ir: Path | None,
-             explain: str | None, verbose: bool) -> None:
+             cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, donate: tuple[str, ...],
+             no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
     from aot.codegen.nvptx.target import MATMUL_PRECISIONS
     from aot.driver import check_target, compile_model
     from aot.planning.fusion import explain as explain_fusion
@@ -136,11 +162,13 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
     except ArgumentError as err:
         _fail(err)
     shapes = parse_shape_option(shape)
+    donations = parse_donate_option(donate, _model_input_names(model))
     output = output or model.with_suffix(".aot")
     log = (lambda line: click.echo(line, err=True)) if verbose else None
     try:
         result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target, cpu=cpu,
-                               sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32", dump_ir=dump_ir, log=log)
+                               sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32", donate=donations,
+                               infer_donation=not no_infer_donation, dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
     if explain == "fusion":
@@ -284,8 +312,11 @@ def run(artifact: Path, inputs: tuple[str, ...], output_dir: Path | None, thread
 @click.option("--atol", type=float, default=1e-4, show_default=True, help="absolute tolerance")
 @click.option("--rtol", type=float, default=1e-3, show_default=True, help="relative tolerance")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@DONATION_OPTIONS[0]
+@DONATION_OPTIONS[1]
 def verify(model: Path, artifact: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], inputs: tuple[str, ...],
-           cpu: str, threads: int, seed: int, atol: float, rtol: float, as_json: bool) -> None:
+           cpu: str, threads: int, seed: int, atol: float, rtol: float, as_json: bool, donate: tuple[str, ...],
+           no_infer_donation: bool) -> None:
     """Compile MODEL (or take --artifact), run it and onnxruntime on the same inputs, compare
     every output; on a mismatch name the first kernel (or pass) that diverges. Exit status 1
     on a mismatch or a bad model, 2 on a usage error."""
@@ -293,9 +324,12 @@ def verify(model: Path, artifact: Path | None, shape: tuple[str, ...], bind: tup
 
     try:
         known = _model_input_names(model)
+        if artifact is not None and (donate or no_infer_donation):
+            raise ArgumentError("--donate and --no-infer-donation apply to the compile: not with --artifact")
         report = run_verify(model, shapes=parse_shape_option(shape), bind=_load_arrays(bind, "--bind", known),
                             inputs=_load_arrays(inputs, "--input", known), artifact=artifact, cpu=cpu, threads=threads,
-                            seed=seed, atol=atol, rtol=rtol)
+                            seed=seed, atol=atol, rtol=rtol, donate=parse_donate_option(donate, known),
+                            infer_donation=not no_infer_donation)
     except AotError as err:
         _fail(err)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_report(report))

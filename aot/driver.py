@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from aot.donations import check_donate, choose_donations
 from aot.errors import AotError, ArgumentError, ModelError, UnsupportedError
 from aot.ir.graph import Graph
 from aot.kernel_cost import kernel_cost_ns
@@ -224,6 +225,8 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, gpu: dict[st
     }
     if gpu is not None:
         manifest["cuda"] = gpu
+    if plan.donations:
+        manifest["donations"] = [{"input": d.input, "output": d.output} for d in plan.donations]
     if plan.checks:
         from aot.codegen.cpu.kernel import CHECKS_SYMBOL
 
@@ -256,6 +259,10 @@ def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str, gpu: dict[str
         tooling["cuda"] = gpu
     if plan.checks:
         tooling["checks"] = [{"node": c.loc, "value": c.ok.name} for c in plan.checks]
+    if plan.donations:
+        # how the plan keeps each pair (planning/donation.py): in place, or behind a copy, and why
+        tooling["donations"] = [{"how": n["how"], "why": n["why"]}
+                                for n in plan.notes.get("donations", [])]  # type: ignore[union-attr]
     return tooling
 
 
@@ -277,6 +284,8 @@ def compile_model(
     cpu: str | None = None,
     sm: str | Sequence[str] | None = None,
     gpu_matmul_precision: str = "fp32",
+    donate: Mapping[str, str] | None = None,
+    infer_donation: bool = True,
     dump_ir: str | os.PathLike | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CompileResult:
@@ -290,6 +299,11 @@ def compile_model(
     matrix multiplies on tensor cores with their inputs rounded to tf32 (10 mantissa bits),
     which changes results; the manifest's cuda entry records it. f16/bf16 ones use tensor
     cores either way.
+    `donate` ({input name: output name}) lets an output take over an input's buffer (a KV
+    cache updated in place: the caller may pass one buffer for both, see aot/donations.py);
+    with `infer_donation` (default) the model's names imply more pairs (past_keys ->
+    present_keys, past_key_values.N.key -> present.N.key, past.* -> present.*) where dtype and
+    shape agree. The manifest records every pair.
     Writes `output_path` when given, through a temp file and a rename; always
     returns the artifact bytes, manifest and execution plan. A wrong argument
     (shapes, target, cpu, sm, an output path that cannot be written or is the
@@ -319,6 +333,7 @@ def compile_model(
     cpu_target = CpuTarget.from_name(cpu or "native") if wants_cpu else None
     shapes = check_shapes(shapes)
     bind = _check_bind(bind)
+    donate = check_donate(donate)
     dump_dir = Path(dump_ir) if dump_ir is not None else None
     if dump_dir is not None:
         try:
@@ -332,7 +347,15 @@ def compile_model(
     # weights are packed for the CPU target's vector width (the microkernels hold one register per
     # vector); a GPU-only compile runs the same pipeline with the default width
     passes = default_passes(cpu_target.vector_lanes) if cpu_target is not None else default_passes()
-    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=passes))
+    donations = choose_donations(graph, donate, infer_donation)
+    if log:
+        for pair, inferred in zip(donations.pairs, donations.inferred):
+            log(f"{'donate':<14} {graph.input_names[pair.input]} -> {graph.output_names[pair.output]} "
+                f"({'inferred from the names' if inferred else 'asked for'})")
+        for skipped in donations.skipped:
+            log(f"{'donate':<14} not inferred: {skipped}")
+    plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=passes,
+                                               donations=list(donations.pairs)))
     code = None
     sections: list[tuple[str, bytes]] = [("weights", plan.weights)]
     if cpu_target is not None:
@@ -350,6 +373,10 @@ def compile_model(
         gpu_entry, gpu_notes = gpu_manifest(plan, builds, "weights"), gpu_tooling(plan, builds)
     manifest = build_manifest(plan, code, name, gpu_entry)
     tooling = build_tooling(plan, code, source_sha, gpu_notes)
+    if plan.donations:
+        inferred = {pair.input: flag for pair, flag in zip(donations.pairs, donations.inferred)}
+        for entry, pair in zip(tooling["donations"], plan.donations):
+            entry["inferred"] = inferred[pair.input]
     artifact = pack_artifact(manifest, sections, tooling=tooling)
     if path is not None:
         try:  # through a temp file and a rename: a failure leaves any earlier artifact as it was

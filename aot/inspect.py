@@ -49,6 +49,7 @@ def describe(path: str | Path) -> dict[str, Any]:
         "weights_bytes": manifest.get("weights", {}).get("bytes"),
         "code_bytes": code_bytes,
         "cuda": manifest.get("cuda"),  # GPU code and launch plan, with ptxas's report (None: no GPU code)
+        "donations": manifest.get("donations", []),  # outputs that take over inputs' buffers
         "memory_plan": manifest.get("memory_plan", []),
         "sections": sections,
         "manifest": artifact.manifest,
@@ -82,6 +83,12 @@ def summary(info: dict[str, Any]) -> str:
         f"arena {info['arena_bytes']} B (lower bound {info['arena_lower_bound_bytes']} B, "
         f"temporaries {info['temporaries_bytes']} B), weights {info['weights_bytes']} B",
     ]
+    for d in m.get("donations", []):
+        # an output that takes over an input's buffer (a KV cache updated in place): how and why
+        source = "inferred from the names" if d.get("inferred") else "asked for"
+        how = f": {d['how']}, {d['why']}" if "how" in d else ""
+        lines.append(f"donated: {display_name(info['inputs'][d['input']]['name'])} -> "
+                     f"{display_name(info['outputs'][d['output']]['name'])} ({source}){how}")
     for target in m.get("cpu", []):
         lines.append(f"cpu code: {target.get('arch')} {target.get('cpu')} ({target.get('triple')})")
     lines.append("sections:")

@@ -86,6 +86,8 @@ def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None
         inputs = [feeds[name] for name, _, _ in specs]
     ins = [np.ascontiguousarray(a) for a in inputs]
     outs = [np.zeros(shape, dtype) for _, shape, dtype in manifest_specs(manifest["outputs"])]
+    for pair in manifest.get("donations", []):  # the code reads a donated input from its output
+        outs[pair["output"]][...] = ins[pair["input"]]
     arena = _aligned(manifest["arena"]["bytes"])
     weight_bytes = parsed.sections.get("weights", b"")
     weights = _aligned(len(weight_bytes))

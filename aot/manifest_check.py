@@ -269,6 +269,32 @@ def _checks(manifest: Mapping[str, Any]) -> None:
             raise _fail(f"{where}: empty message")
 
 
+def _donations(manifest: Mapping[str, Any]) -> None:
+    """Optional [{"input": j, "output": k}]: each input and output at most once, of one dtype and shape."""
+    donations = manifest.get("donations")
+    if donations is None:
+        return
+    if not isinstance(donations, list):
+        raise _fail("\"donations\" must be an array")
+    inputs, outputs = manifest["inputs"], manifest["outputs"]
+    if len(donations) > len(inputs):
+        raise _fail(f"{len(donations)} donations for {len(inputs)} inputs")
+    seen: list[tuple[int, int]] = []
+    for i, pair in enumerate(donations):
+        where = f"donations[{i}]"
+        if not isinstance(pair, dict):
+            raise _fail(f"{where}: must be an object")
+        j = _int(pair, "input", where, 0, len(inputs) - 1)
+        k = _int(pair, "output", where, 0, len(outputs) - 1)
+        a, b = inputs[j], outputs[k]
+        if a["dtype"] != b["dtype"] or a["shape"] != b["shape"]:
+            raise _fail(f"{where}: input {a['name']!r} and output {b['name']!r} differ in dtype or shape")
+        for n, (jj, kk) in enumerate(seen):
+            if jj == j or kk == k:
+                raise _fail(f"{where}: input {a['name']!r} or output {b['name']!r} is in donations[{n}] too")
+        seen.append((j, k))
+
+
 def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
     """Raise ArtifactError unless `manifest` (whose format_version the caller has checked)
     has every field the runtime relies on, well-formed; `sections` maps each section's
@@ -285,4 +311,5 @@ def check_manifest(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> 
     _cpu(manifest, sections)
     _kernels(manifest)
     _checks(manifest)
+    _donations(manifest)
     _cuda(manifest, sections)

@@ -17,6 +17,7 @@ kernel names), so `annotated(manifest, tooling)` is the manifest as a tool wants
      "arena": {"lower_bound_bytes": 512, "temporaries_bytes": 768},
      "kernels": [{"name": "k0_dot", "ops": ["dot"], "output": "h", "inputs": ["x", "w"], "reason": "..."}],
      "checks": [{"node": "pick_rate", "value": "ok3"}],
+     "donations": [{"inferred": true, "how": "in place", "why": "k3_scatter (scatter) writes only ..."}],
      "cuda": {"arena": {"lower_bound_bytes": 512},
               "sms": [{"triple": "nvptx64-nvidia-cuda", "features": "+ptx70", "ptxas": "13.0.88",
                        "kernels": [{"name": "k0_dot", "body": "rows", "blocks": 4, "static_shared_bytes": 0,
@@ -144,6 +145,10 @@ def check_tooling(tooling: Any, manifest: Mapping[str, Any]) -> None:
     _check_list(tooling, "kernels", manifest,
                 {"name": "str", "ops": "strings", "output": "str", "inputs": "strings", "reason": "str"})
     _check_list(tooling, "checks", manifest, {"node": "str", "value": "str"})
+    _check_list(tooling, "donations", manifest, {"how": "str", "why": "str"})
+    for i, entry in enumerate(tooling.get("donations", [])):
+        if not isinstance(entry.get("inferred", False), bool):
+            raise _fail(f"donations[{i}]: \"inferred\" must be true or false")
     _check_cuda(tooling, manifest)
     plan = tooling.get("memory_plan", [])
     if not isinstance(plan, list):

@@ -143,8 +143,11 @@ def _by_value_name(graph: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.
 def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = None,
            bind: Mapping[str, np.ndarray] | None = None, inputs: Mapping[str, np.ndarray] | None = None,
            artifact: str | Path | None = None, cpu: str = "native", threads: int = 1, seed: int = 0,
-           atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL) -> VerifyReport:
-    """Compile `model` for `cpu` (or load `artifact`, built from it), run both and compare."""
+           atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL, donate: Mapping[str, str] | None = None,
+           infer_donation: bool = True) -> VerifyReport:
+    """Compile `model` for `cpu` (or load `artifact`, built from it), run both and compare.
+    `donate`, `infer_donation`: the compile's buffer donations (driver.compile_model); the
+    run passes each donated input and its output apart, so the input is copied first."""
     from aot.artifact import read_artifact
     from aot.driver import compile_model, import_model
     from aot.runtime.session import Session
@@ -163,7 +166,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
         compiled = None
     else:
         check_runnable(cpu)
-        compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)
+        compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu, donate=donate, infer_donation=infer_donation)
         artifact_bytes, manifest = compiled.artifact, compiled.manifest
     specs = manifest_specs(manifest["inputs"])
     is_onnx = model.suffix not in (".mlir", ".stablehlo")
@@ -192,7 +195,8 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
     report = VerifyReport(str(model), reference, cpu, atol, rtol, how, outputs)
     if not report.ok:
         if compiled is None or compiled.artifact != artifact_bytes:
-            compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu)  # the plan, for bisection
+            compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu, donate=donate,
+                                     infer_donation=infer_donation)  # the plan, for bisection
         report.divergence = bisect(model, shapes, bind, compiled, feeds, want, atol, rtol, cpu)
     return report
 

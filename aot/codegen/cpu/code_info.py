@@ -9,7 +9,13 @@ packaging/FORMAT.md "Code description"):
 
     "AOTCINFO", version, arena bytes, arena alignment, weights bytes,
     weights alignment, inputs, outputs, kernels, checks, &entry, &checks (or 0),
-    input byte sizes..., output byte sizes..., (&kernel, work items)...
+    input byte sizes..., output byte sizes..., (&kernel, work items)...,
+    [version 2: donations, (input, output)...]
+
+Version 2 adds the donated pairs (plan.donations): code built for them reads a donated
+input from its output's buffer, so a runtime that does not know them (reads version 1
+only) must refuse it, and one that does compares them with the manifest's. Code
+without donations keeps version 1, byte for byte what it was, and every runtime opens it.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from aot.plan import ExecutionPlan
 SYMBOL = "aot_code_info"
 MAGIC = int.from_bytes(b"AOTCINFO", "little")
 VERSION = 1
+VERSION_DONATIONS = 2  # the table ends with the donated pairs
 # what driver.build_manifest writes for the arena and the weights
 ALIGNMENT = 64
 
@@ -34,13 +41,18 @@ def code_info_words(plan: ExecutionPlan, entry: ir.Function, checks: ir.Function
                     kernels: list[tuple[ir.Function, int]]) -> list[ir.Constant]:
     """The table's words: integers, and the addresses of the entry, checks and kernels."""
     graph = plan.graph
-    head = [MAGIC, VERSION, plan.arena_bytes, ALIGNMENT, len(plan.weights), ALIGNMENT,
+    version = VERSION_DONATIONS if plan.donations else VERSION
+    head = [MAGIC, version, plan.arena_bytes, ALIGNMENT, len(plan.weights), ALIGNMENT,
             len(graph.inputs), len(graph.outputs), len(kernels), len(plan.checks)]
     words = [ir.Constant(I64, w) for w in head]
     words += [_address(entry), _address(checks)]
     words += [ir.Constant(I64, v.type.nbytes) for v in (*graph.inputs, *graph.outputs)]
     for fn, work in kernels:
         words += [_address(fn), ir.Constant(I64, work)]
+    if plan.donations:
+        words.append(ir.Constant(I64, len(plan.donations)))
+        for d in plan.donations:
+            words += [ir.Constant(I64, d.input), ir.Constant(I64, d.output)]
     return words
 
 
