@@ -1,5 +1,9 @@
 """Scatter kernel body: copy the operand, then apply the updates one window at a time.
 
+The copy is skipped when the operand already is the output (one address at run time: a
+donated input updated in place, planning/donation.py), so a cache update of T positions
+writes those positions alone.
+
 Serial (one work item): updates may hit the same element, and their order is
 part of the semantics (assign: the last update wins). Each update scatter
 position reads its start index vector, adds the batching index, and skips the
@@ -10,7 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.loops import delinearize, for_nest, for_range
+from aot.codegen.loops import I64, delinearize, for_nest, for_range
 from aot.codegen.scatter_window import COMBINE_KIND, update_element, window_origin
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir.ops.indexing import ScatterDims
@@ -35,6 +39,15 @@ def _copy_operand(ctx: KernelContext, operand, item_name: str) -> None:
         e.pop_scope()
 
 
+def _elsewhere(ctx: KernelContext, operand, name: str) -> ir.Value:
+    """True unless the operand is a buffer at the output's address (then the copy is a no-op)."""
+    b = ctx.builder
+    pointer = ctx.params.get(id(operand))
+    if pointer is None:  # computed inline: never the output's bytes
+        return ir.Constant(ir.IntType(1), 1)
+    return b.icmp_unsigned("!=", b.ptrtoint(pointer, I64), b.ptrtoint(ctx.out_ptr, I64), name=f"{name}.elsewhere")
+
+
 def _emit(ctx: KernelContext) -> None:
     node = ctx.kernel.root.producer
     operand, indices, updates = node.inputs
@@ -43,7 +56,8 @@ def _emit(ctx: KernelContext) -> None:
     name = node.out.name
     # one item: the range [begin, end) either holds it or is empty
     with for_range(b, ctx.begin, ctx.end, f"{name}.item"):
-        _copy_operand(ctx, operand, f"{name}.copy")
+        with b.if_then(_elsewhere(ctx, operand, name)):
+            _copy_operand(ctx, operand, f"{name}.copy")
         with for_nest(b, list(dims.scatter_shape), f"{name}.u") as scatter_index:
             e.push_scope()
             starts, fits = window_origin(b, e, node, dims, scatter_index, name)

@@ -19,8 +19,9 @@ three ways, chosen at compile time (`strategy`):
   updates (the next may write the same elements). Exact, every kind.
 - serial: the rest (ScatterElements, narrow windows, mul/max/min/assign, half types):
   thread 0 applies every update in order, as the CPU does. Exact, not parallel.
-A large operand copies at one SM's bandwidth; an operand the memory planner lets the
-output alias is still copied onto itself.
+A large operand copies at one SM's bandwidth. An operand that already is the output (one
+address at run time: a donated input updated in place, planning/donation.py) is not copied:
+a cache update of T positions writes those positions alone.
 """
 from __future__ import annotations
 
@@ -77,6 +78,16 @@ def _block_dim(kernel: Kernel) -> int:
     return max(WARP, min(MAX_BLOCK, ceil_div(units, WARP) * WARP))
 
 
+def _elsewhere(ctx: GpuContext, operand) -> ir.Value:
+    """True unless the operand is a buffer at the output's address (then the copy is a no-op)."""
+    b = ctx.builder
+    pointer = ctx.elemental.params.get(id(operand))
+    if pointer is None:  # computed inline: never the output's bytes
+        return ir.Constant(ir.IntType(1), 1)
+    i64 = ir.IntType(64)
+    return b.icmp_unsigned("!=", b.ptrtoint(pointer, i64), b.ptrtoint(ctx.out_ptr, i64), name="copy.elsewhere")
+
+
 def _emit(ctx: GpuContext) -> None:
     simt, b, e = ctx.simt, ctx.builder, ctx.elemental
     node = ctx.kernel.root.producer
@@ -87,11 +98,12 @@ def _emit(ctx: GpuContext) -> None:
     window = _size(dims.window_shape)
     with simt.blocks(1):
         with phase(ctx) as tid:
-            with strided(simt, tid, operand.type.size, "copy") as i:
-                e.push_scope()
-                value = e.value(operand, delinearize(b, i, operand.type.shape, "copy"))
-                b.store(e.to_storage(value, operand.type.dtype), b.gep(ctx.out_ptr, [i], inbounds=True))
-                e.pop_scope()
+            with b.if_then(_elsewhere(ctx, operand)):  # uniform: every thread takes the same way
+                with strided(simt, tid, operand.type.size, "copy") as i:
+                    e.push_scope()
+                    value = e.value(operand, delinearize(b, i, operand.type.shape, "copy"))
+                    b.store(e.to_storage(value, operand.type.dtype), b.gep(ctx.out_ptr, [i], inbounds=True))
+                    e.pop_scope()
         simt.sync()
         if how == "atomic":
             with phase(ctx) as tid:
