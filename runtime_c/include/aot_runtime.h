@@ -58,11 +58,12 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 4u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
+#define AOT_ABI_VERSION 5u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
                                  aot_model_open_{file,memory}_with_options; 4: GPU execution
                                  (AOT_ERR_NO_DEVICE, AOT_ERR_DEVICE, aot_context_options_t's
                                  device fields, aot_run_device, aot_context_device,
-                                 aot_context_cuda_stream, aot_device_*) */
+                                 aot_context_cuda_stream, aot_device_*); 5: buffer donation
+                                 (aot_model_donation_count, aot_model_donation) */
 #define AOT_FORMAT_VERSION 2u /* 2: the tooling section; the manifest holds runtime fields only */
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -232,7 +233,11 @@ AOT_API void aot_context_destroy(aot_context_t* context); /* NULL is a no-op */
 
 /* Run the model. inputs/outputs are in manifest order; each tensor's dtype,
  * rank, dims and byte_size must equal the model's. Outputs are written into
- * the caller's buffers, which must not overlap the inputs. A model compiled
+ * the caller's buffers, which must not overlap the inputs (AOT_ERR_INVALID_ARGUMENT),
+ * but that a donated output (aot_model_donation) may be the very buffer of its
+ * input: then it is updated in place and nothing is copied; given two buffers,
+ * the run copies the input into the output's buffer first and leaves the input's
+ * as it was. A model compiled
  * with run-time checks returns AOT_ERR_CHECK_FAILED, with the first failing
  * check's message, when these inputs need what was not compiled; the outputs
  * are then unspecified. Which check fails does not depend on num_threads. */
@@ -272,11 +277,13 @@ AOT_API void* aot_context_cuda_stream(const aot_context_t* context);
 
 /* Run a CUDA context's model on tensors already on its device: each data pointer is a
  * device address (CUdeviceptr) on the context's device, at least 16-byte aligned, dense
- * row-major; shapes, dtypes and byte sizes as for aot_run; outputs must not overlap inputs.
+ * row-major; shapes, dtypes and byte sizes as for aot_run; outputs must not overlap inputs
+ * but as aot_run allows for a donated pair (two buffers: the input is copied into the output's
+ * on the stream first, cuMemcpyDtoDAsync).
  * `stream` is a CUstream of the context's device (the caller's: the run is ordered after
  * what the caller queued there before the call), or NULL for the context's own stream. The
  * call returns when the run has finished (it reads the model's run-time checks back), so
- * the outputs are ready for any stream. No copies are made. A CPU context refuses it
+ * the outputs are ready for any stream. No other copies are made. A CPU context refuses it
  * (AOT_ERR_INVALID_ARGUMENT). */
 AOT_API aot_status_t aot_run_device(aot_context_t* context, const aot_tensor_t* inputs,
                                     uint32_t input_count, aot_tensor_t* outputs,
@@ -297,6 +304,21 @@ AOT_API aot_status_t aot_device_upload(aot_context_t* context, uint64_t device_a
 AOT_API aot_status_t aot_device_download(aot_context_t* context, void* host,
                                          uint64_t device_address, uint64_t bytes,
                                          aot_error_t* out_error);
+
+/* ---- Buffer donation (ABI version 5) ----
+ *
+ * A model compiled with donations (aot-compile --donate past_keys=present_keys, or inferred
+ * from such names) lets an output take over an input's buffer, as a decoder's KV cache does:
+ * the code reads the input from the output's buffer and writes the output there in place. A
+ * decode loop passes one buffer as both (aot_run and aot_run_device then copy nothing); given
+ * two, a run copies the input into the output's buffer first. The input and output of a pair
+ * have one dtype and shape; each input and each output is in at most one pair. */
+
+/* The number of donated pairs (0 for a model without, or a closed one). */
+AOT_API uint32_t aot_model_donation_count(const aot_model_t* model);
+/* Pair `index` (< aot_model_donation_count): the input's and the output's indices. */
+AOT_API aot_status_t aot_model_donation(const aot_model_t* model, uint32_t index, uint32_t* out_input,
+                                        uint32_t* out_output, aot_error_t* out_error);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,10 @@
  * in any of these (AOT_ERR_FORMAT naming the field and both values), so an
  * edited arena size, tensor shape, kernel work or symbol cannot send the code
  * past its buffers. IREE's executable libraries answer such a query before
- * use (iree_hal_executable_library_query).
+ * use (iree_hal_executable_library_query). Version 2 tables end with the
+ * donated pairs the code reads from its outputs' buffers (version 1: none),
+ * which the manifest's "donations" must equal: a runtime that copied no input
+ * where the code expects it would run it on stale bytes.
  *
  * Loading code is the trust boundary: the table is trusted like the code, but
  * its symbol size is still checked against its counts where the C library can
@@ -53,6 +56,35 @@ static aot_status_t check_tensors(const char* what, const aot__tensor_desc_t* d,
   return AOT_OK;
 }
 
+/* The donated pairs: `d` the table's donation words (NULL: a version 1 table, none), `size`
+ * its bytes where known, `words` the words before `d`. */
+static aot_status_t check_donations(const aot_model_t* m, const uint64_t* d, uint64_t size, uint64_t words,
+                                    const char* symbol, aot_error_t* err) {
+  uint64_t count = 0;
+  if (d) {
+    if (size / sizeof(uint64_t) < words + 1)
+      return aot__fail(err, AOT_ERR_FORMAT, "code: '%s' is %" PRIu64 " bytes, too short for its donations",
+                       symbol, size);
+    count = d[0];
+  }
+  if (count != m->donation_count)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: %u donations, the code was built for %" PRIu64
+                     " (%s): an input the code reads from its output's buffer must be donated there, and "
+                     "only such an input", m->donation_count, count, AOT__CODE_INFO_SYMBOL);
+  /* count == donation_count <= input_count < 2^31: no overflow */
+  if (count && size / sizeof(uint64_t) < words + 1 + 2 * count)
+    return aot__fail(err, AOT_ERR_FORMAT, "code: '%s' is %" PRIu64 " bytes, its %" PRIu64 " donations need %"
+                     PRIu64, symbol, size, count, (words + 1 + 2 * count) * (uint64_t)sizeof(uint64_t));
+  for (uint32_t i = 0; i < m->donation_count; i++) {
+    const aot__donation_t* g = &m->donations[i];
+    if (d[1 + 2 * i] != g->input || d[2 + 2 * i] != g->output)
+      return aot__fail(err, AOT_ERR_FORMAT, "manifest: donations[%u] gives input %u to output %u, the code "
+                       "was built to give input %" PRIu64 " to output %" PRIu64 " (%s)", i, g->input,
+                       g->output, d[1 + 2 * i], d[2 + 2 * i], AOT__CODE_INFO_SYMBOL);
+  }
+  return AOT_OK;
+}
+
 aot_status_t aot__code_info_check(const aot_model_t* m, const char* symbol, const char* entry,
                                   aot_error_t* err) {
   const void* p;
@@ -68,9 +100,10 @@ aot_status_t aot__code_info_check(const aot_model_t* m, const char* symbol, cons
   if (memcmp(w, AOT__CODE_INFO_MAGIC, 8) != 0)
     return aot__fail(err, AOT_ERR_FORMAT, "code: '%s' is not a code description (bad magic)",
                      symbol);
-  if (w[W_VERSION] != AOT__CODE_INFO_VERSION)
+  if (w[W_VERSION] != AOT__CODE_INFO_VERSION && w[W_VERSION] != AOT__CODE_INFO_VERSION_DONATIONS)
     return aot__fail(err, AOT_ERR_UNSUPPORTED, "code: '%s' version %" PRIu64
-                     " (this runtime reads %d)", symbol, w[W_VERSION], AOT__CODE_INFO_VERSION);
+                     " (this runtime reads %d and %d)", symbol, w[W_VERSION], AOT__CODE_INFO_VERSION,
+                     AOT__CODE_INFO_VERSION_DONATIONS);
   aot_status_t st;
   /* counts first: they size the rest of the table */
   if (w[W_INPUTS] != m->input_count) return differs(err, "the input count", m->input_count, w[W_INPUTS]);
@@ -112,5 +145,6 @@ aot_status_t aot__code_info_check(const aot_model_t* m, const char* symbol, cons
                        ", the code was built for %" PRIu64 " (%s)", i, kernel->name, kernel->work, k[1],
                        AOT__CODE_INFO_SYMBOL);
   }
-  return AOT_OK;
+  return check_donations(m, w[W_VERSION] == AOT__CODE_INFO_VERSION_DONATIONS ? k : NULL, size, words, symbol,
+                         err);
 }

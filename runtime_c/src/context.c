@@ -2,7 +2,11 @@
  *
  * A CPU context owns an arena (arena.bytes, aligned to arena.alignment) and,
  * with num_threads > 1, a thread pool; a CUDA context owns a stream and a device
- * arena (gpu_context.c). One thread at a time per context. */
+ * arena (gpu_context.c). One thread at a time per context.
+ *
+ * Donated inputs (manifest "donations"): the code reads input j from output k's
+ * buffer, so a run that got two buffers copies input j there first; one buffer for
+ * both (a decode loop's cache) is updated in place and nothing is copied. */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
 #include <stdio.h>
@@ -25,6 +29,8 @@ struct aot_context {
   aot__gpu_context_t* gpu; /* a CUDA context's device side; NULL for a CPU context */
   const void** in_ptrs;
   void** out_ptrs;
+  uint64_t* io;         /* a CPU run's input, then output addresses */
+  uint64_t* checked_io; /* the addresses aot__check_apart last accepted */
 };
 
 static aot_status_t create_cuda(const aot_model_t* model, int32_t ordinal, uint32_t flags,
@@ -100,7 +106,9 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
   ctx->arena = aot__aligned_alloc(model->arena_align, model->arena_bytes);
   ctx->in_ptrs = calloc(model->input_count + 1, sizeof *ctx->in_ptrs);
   ctx->out_ptrs = calloc(model->output_count + 1, sizeof *ctx->out_ptrs);
-  if (!ctx->arena || !ctx->in_ptrs || !ctx->out_ptrs) {
+  ctx->io = calloc((size_t)model->input_count + model->output_count + 1, sizeof *ctx->io);
+  ctx->checked_io = calloc((size_t)model->input_count + model->output_count + 1, sizeof *ctx->checked_io);
+  if (!ctx->arena || !ctx->in_ptrs || !ctx->out_ptrs || !ctx->io || !ctx->checked_io) {
     aot_context_destroy(ctx);
     return aot__fail(err, AOT_ERR_NO_MEMORY, "cannot allocate the arena (%llu bytes)",
                      (unsigned long long)model->arena_bytes);
@@ -125,7 +133,57 @@ void aot_context_destroy(aot_context_t* ctx) {
   free(ctx->arena);
   free(ctx->in_ptrs);
   free(ctx->out_ptrs);
+  free(ctx->io);
+  free(ctx->checked_io);
   free(ctx);
+}
+
+static const aot__tensor_desc_t* io_desc(const aot_model_t* m, uint32_t i) {
+  return i < m->input_count ? &m->inputs[i] : &m->outputs[i - m->input_count];
+}
+
+aot_status_t aot__check_apart(const aot_model_t* m, const uint64_t* io, const char* on, aot_error_t* err) {
+  for (uint32_t o = 0; o < m->output_count; o++) {
+    uint64_t ob = m->outputs[o].byte_size, oa = io[m->input_count + o];
+    if (!ob) continue;
+    for (uint32_t i = 0; i < m->input_count; i++) {
+      uint64_t ib = m->inputs[i].byte_size, ia = io[i];
+      if (!ib || oa >= ia + ib || ia >= oa + ob) continue;
+      int64_t d = aot__donation_of_input(m, i);
+      int donated = d >= 0 && m->donations[d].output == o;
+      if (donated && ia == oa) continue; /* one buffer: updated in place */
+      if (donated)
+        return aot__fail(err, AOT_ERR_INVALID_ARGUMENT,
+                         "output '%s' overlaps its donated input '%s'%s without being the same buffer: "
+                         "pass one buffer for both (updated in place) or two apart",
+                         m->outputs[o].name, m->inputs[i].name, on);
+      return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "output '%s' overlaps input '%s'%s%s",
+                       m->outputs[o].name, m->inputs[i].name, on,
+                       m->donation_count ? " (only a donated input may share its output's buffer)" : "");
+    }
+  }
+  return AOT_OK;
+}
+
+/* A CPU run's buffers apart (checked again only when an address changed), then each donated
+ * input copied into its output's buffer unless the caller gave one buffer for both. */
+static aot_status_t donate_cpu(aot_context_t* ctx, aot_error_t* err) {
+  const aot_model_t* m = ctx->model;
+  uint32_t n = m->input_count + m->output_count;
+  for (uint32_t i = 0; i < n; i++)
+    ctx->io[i] = (uint64_t)(uintptr_t)(i < m->input_count ? ctx->in_ptrs[i] : ctx->out_ptrs[i - m->input_count]);
+  if (memcmp(ctx->io, ctx->checked_io, n * sizeof *ctx->io) != 0) {
+    aot_status_t st = aot__check_apart(m, ctx->io, "", err);
+    if (st) return st;
+    memcpy(ctx->checked_io, ctx->io, n * sizeof *ctx->io);
+  }
+  for (uint32_t i = 0; i < m->donation_count; i++) {
+    const aot__donation_t* d = &m->donations[i];
+    uint64_t bytes = io_desc(m, d->input)->byte_size;
+    if (bytes && ctx->in_ptrs[d->input] != ctx->out_ptrs[d->output])
+      memcpy(ctx->out_ptrs[d->output], ctx->in_ptrs[d->input], (size_t)bytes);
+  }
+  return AOT_OK;
 }
 
 static void format_shape(char* buf, size_t size, const int64_t* shape, uint32_t rank) {
@@ -224,6 +282,7 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
   if (st) return st;
   const aot_model_t* m = ctx->model;
   if (ctx->gpu) return aot__gpu_run_host(ctx->gpu, ctx->in_ptrs, ctx->out_ptrs, err);
+  if ((st = donate_cpu(ctx, err))) return st;
   if (ctx->pool) {
     aot__job_t job = {ctx->in_ptrs, ctx->out_ptrs, ctx->arena};
     aot__pool_run(ctx->pool, &job);

@@ -113,6 +113,8 @@ typedef struct aot__cuda_kernel_node_params {
     (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream))                           \
   X(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", CUresult,                                         \
     (void* dst, CUdeviceptr src, size_t bytes, CUstream stream))                                 \
+  X(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2", CUresult,                                         \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                           \
   X(pointer_get_attribute, "cuPointerGetAttribute", CUresult,                                    \
     (void* value, int attribute, CUdeviceptr address))                                           \
   X(stream_create, "cuStreamCreate", CUresult, (CUstream* stream, unsigned int flags))           \

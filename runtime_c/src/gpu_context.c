@@ -10,7 +10,11 @@
  * caused it.
  *
  * The runtime never leaves a CUDA context current on the caller's thread: each call pushes
- * the device's primary context and pops it before returning. */
+ * the device's primary context and pops it before returning.
+ *
+ * A donated input is read from its output's buffer (the launch plan names the output): aot_run
+ * uploads it there, aot_run_device copies it there on the stream (cuMemcpyDtoDAsync) unless the
+ * caller gave one buffer for both, which the kernels then update in place. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +245,8 @@ aot_status_t aot__gpu_run_host(aot__gpu_context_t* g, const void* const* inputs,
   const aot__cuda_api_t* api = g->api;
   CUresult r;
   for (uint32_t i = 0; i < g->io_count; i++) g->io[i] = g->staging + g->staging_offsets[i];
+  for (uint32_t i = 0; i < m->donation_count; i++) /* uploaded straight into its output's buffer */
+    g->io[m->donations[i].input] = g->io[m->input_count + m->donations[i].output];
   for (uint32_t i = 0; i < m->input_count && !st; i++) {
     if (!m->inputs[i].byte_size) continue;
     if ((r = api->memcpy_htod_async(g->io[i], inputs[i], m->inputs[i].byte_size, g->stream)))
@@ -262,7 +268,7 @@ aot_status_t aot__gpu_run_host(aot__gpu_context_t* g, const void* const* inputs,
 }
 
 /* Checks device addresses that changed since the last run: aligned, device memory of this
- * context's device, outputs not overlapping inputs. */
+ * context's device, outputs not overlapping inputs (but a donated pair's one buffer). */
 static aot_status_t check_addresses(aot__gpu_context_t* g, aot_error_t* err) {
   if (memcmp(g->checked_io, g->io, g->io_count * sizeof *g->io) == 0) return AOT_OK;
   const aot_model_t* m = g->model;
@@ -290,14 +296,28 @@ static aot_status_t check_addresses(aot__gpu_context_t* g, aot_error_t* err) {
                        "device %d", what, d->name, index, (unsigned long long)g->io[i], ordinal,
                        g->device->ordinal);
   }
-  for (uint32_t o = m->input_count; o < g->io_count; o++)
-    for (uint32_t i = 0; i < m->input_count; i++) {
-      uint64_t ob = io_desc(m, o)->byte_size, ib = m->inputs[i].byte_size;
-      if (ob && ib && g->io[o] < g->io[i] + ib && g->io[i] < g->io[o] + ob)
-        return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "output '%s' overlaps input '%s' on the device",
-                         io_desc(m, o)->name, m->inputs[i].name);
-    }
+  aot_status_t st = aot__check_apart(m, g->io, " on the device", err);
+  if (st) return st;
   memcpy(g->checked_io, g->io, g->io_count * sizeof *g->io);
+  return AOT_OK;
+}
+
+/* Each donated input that is not its output's buffer copied there, on `stream`. */
+static aot_status_t copy_donated(aot__gpu_context_t* g, CUstream stream, aot_error_t* err) {
+  const aot_model_t* m = g->model;
+  for (uint32_t i = 0; i < m->donation_count; i++) {
+    const aot__donation_t* d = &m->donations[i];
+    uint64_t bytes = m->inputs[d->input].byte_size;
+    CUdeviceptr from = g->io[d->input], to = g->io[m->input_count + d->output];
+    if (!bytes || from == to) continue;
+    CUresult r = g->api->memcpy_dtod_async(to, from, (size_t)bytes, stream);
+    if (r != AOT__CUDA_SUCCESS) {
+      char what[160];
+      snprintf(what, sizeof what, "copying donated input '%s' into output '%s'", m->inputs[d->input].name,
+               m->outputs[d->output].name);
+      return device_fault(g, r, "cuMemcpyDtoDAsync", what, err);
+    }
+  }
   return AOT_OK;
 }
 
@@ -313,6 +333,7 @@ aot_status_t aot__gpu_run_device(aot__gpu_context_t* g, const void* const* input
   }
   CUstream s = stream ? (CUstream)stream : g->stream;
   st = check_addresses(g, err);
+  if (!st) st = copy_donated(g, s, err);
   if (!st) st = enqueue(g, s, err);
   aot_status_t done = finish(g, s, st ? NULL : err);
   pop(g);
@@ -389,7 +410,8 @@ static aot_status_t allocate(aot__gpu_context_t* g, aot_error_t* err) {
   uint64_t staging = 0;
   for (uint32_t i = 0; i < g->io_count; i++) {
     g->staging_offsets[i] = staging;
-    staging += round_up(io_desc(m, i)->byte_size);
+    /* a donated input is uploaded into its output's staging: it needs none of its own */
+    if (i >= m->input_count || aot__donation_of_input(m, i) < 0) staging += round_up(io_desc(m, i)->byte_size);
   }
   uint64_t arena = round_up(m->gpu->arena_bytes ? m->gpu->arena_bytes : 1);
   uint64_t need = arena + DEVICE_ALIGN + staging;

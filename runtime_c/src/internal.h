@@ -223,6 +223,13 @@ typedef struct aot__kernel {
   int64_t cost_ns; /* manifest "cost_ns": estimated single-thread time of all items; -1: none */
 } aot__kernel_t;
 
+/* A donated pair (manifest "donations"): output `output` takes over input `input`'s buffer.
+ * The code reads the input from the output's buffer, which holds the input's value when a
+ * run starts (the caller passed one buffer for both, or the run copies it there first). */
+typedef struct aot__donation {
+  uint32_t input, output;
+} aot__donation_t;
+
 /* A live model's `magic`; aot_model_close clears it before freeing, so a call on
  * a closed model is refused (in the common case: freed memory may be reused). */
 #define AOT__MODEL_MAGIC 0x4d544f41u /* "AOTM" */
@@ -244,7 +251,19 @@ struct aot_model {
   char** check_messages; /* check_count NUL-terminated messages */
   aot__checks_fn checks;
   aot__gpu_model_t* gpu; /* NULL when the artifact has no GPU code */
+  uint32_t donation_count;    /* manifest "donations", in its order (by input) */
+  aot__donation_t* donations; /* NULL when none */
 };
+
+/* model.c: the donation of input i (its index in m->donations), or -1 */
+AOT_HIDDEN int64_t aot__donation_of_input(const aot_model_t* m, uint32_t input);
+
+/* context.c: every output apart from every input, but that a donated output may be its
+ * input's very buffer (the same address). `io`: each input's address, then each output's;
+ * empty tensors are skipped. `on`: where the buffers are, for the message ("" or " on the
+ * device"). */
+AOT_HIDDEN aot_status_t aot__check_apart(const aot_model_t* m, const uint64_t* io, const char* on,
+                                         aot_error_t* err);
 
 /* Manifest readers shared by model.c and gpu_plan.c: a string member without NULs, an
  * integer member in [lo, hi] (dflt when absent and not required). */
@@ -276,6 +295,7 @@ AOT_HIDDEN void aot__gpu_sm_list(const aot__gpu_model_t* g, char* buf, size_t si
 #define AOT__CODE_INFO_SYMBOL "aot_code_info"
 #define AOT__CODE_INFO_MAGIC "AOTCINFO" /* its first 8 bytes */
 #define AOT__CODE_INFO_VERSION 1
+#define AOT__CODE_INFO_VERSION_DONATIONS 2 /* version 1 and then the donated pairs */
 /* Compare the table `symbol` of m's loaded code with m as the manifest describes it
  * (entry: the manifest's entry symbol, for the message); AOT_ERR_FORMAT names the first
  * field that differs and both values, AOT_ERR_UNSUPPORTED a missing table. */

@@ -216,6 +216,7 @@ void aot_model_close(aot_model_t* m) {
   if (m->check_messages)
     for (uint32_t i = 0; i < m->check_count; i++) free(m->check_messages[i]);
   free(m->check_messages);
+  free(m->donations);
   free(m->weights);
   free(m->name);
   free(m);
@@ -256,6 +257,52 @@ static aot_status_t plan_weights(aot_model_t* m, const aot__container_t* c, cons
                      (unsigned long long)s->raw_size, (long long)bytes);
   *out = s;
   return AOT_OK;
+}
+
+/* The manifest's "donations" (optional): [{"input": j, "output": k}, ...], each input and each
+ * output at most once, the two of one dtype and shape. */
+static aot_status_t parse_donations(aot_model_t* m, const aot__json_t* root, aot_error_t* err) {
+  const aot__json_t* ds = aot__json_get(root, "donations");
+  if (!ds || ds->kind == AOT_JSON_NULL) return AOT_OK;
+  if (ds->kind != AOT_JSON_ARRAY)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"donations\" must be an array");
+  if (ds->count == 0) return AOT_OK;
+  if (ds->count > m->input_count)
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: %zu donations for %u inputs", ds->count,
+                     m->input_count);
+  m->donations = calloc(ds->count, sizeof *m->donations);
+  if (!m->donations) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  uint32_t i = 0;
+  char where[64];
+  aot_status_t st;
+  for (const aot__json_t* d = ds->first; d; d = d->next, i++) {
+    snprintf(where, sizeof where, "manifest: donations[%u]", i);
+    if (d->kind != AOT_JSON_OBJECT) return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
+    int64_t in, out;
+    if ((st = aot__manifest_int(d, "input", where, 1, 0, 0, (int64_t)m->input_count - 1, &in, err))) return st;
+    if ((st = aot__manifest_int(d, "output", where, 1, 0, 0, (int64_t)m->output_count - 1, &out, err)))
+      return st;
+    const aot__tensor_desc_t *a = &m->inputs[in], *b = &m->outputs[out];
+    int same = a->dtype == b->dtype && a->rank == b->rank && a->byte_size == b->byte_size;
+    for (uint32_t k = 0; same && k < a->rank; k++) same = a->shape[k] == b->shape[k];
+    if (!same)
+      return aot__fail(err, AOT_ERR_FORMAT, "%s: input '%s' and output '%s' differ in dtype or shape",
+                       where, a->name, b->name);
+    for (uint32_t k = 0; k < i; k++)
+      if (m->donations[k].input == (uint32_t)in || m->donations[k].output == (uint32_t)out)
+        return aot__fail(err, AOT_ERR_FORMAT, "%s: input '%s' or output '%s' is in donations[%u] too",
+                         where, a->name, b->name, k);
+    m->donations[i].input = (uint32_t)in;
+    m->donations[i].output = (uint32_t)out;
+    m->donation_count = i + 1;
+  }
+  return AOT_OK;
+}
+
+int64_t aot__donation_of_input(const aot_model_t* m, uint32_t input) {
+  for (uint32_t i = 0; i < m->donation_count; i++)
+    if (m->donations[i].input == input) return i;
+  return -1;
 }
 
 /* The manifest's "checks" messages (the CPU and GPU code answer with an index into them). */
@@ -482,6 +529,7 @@ static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_m
   if ((st = parse_tensors(root, "outputs", 1, &m->outputs, &m->output_count, err))) goto done;
   if ((st = parse_arena(m, root, err))) goto done;
   if ((st = parse_checks(m, root, err))) goto done;
+  if ((st = parse_donations(m, root, err))) goto done;
   const aot__section_t *ws = NULL, *cs = NULL;
   const aot__json_t* pick = NULL;
   if ((st = plan_weights(m, c, root, &ws, err))) goto done;
@@ -661,4 +709,20 @@ aot_status_t aot_model_output_info(const aot_model_t* m, uint32_t index, aot_ten
   if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
   if (!live(m)) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
   return info(m->outputs, m->output_count, index, "output", out, err);
+}
+
+uint32_t aot_model_donation_count(const aot_model_t* m) { return live(m) ? m->donation_count : 0; }
+
+aot_status_t aot_model_donation(const aot_model_t* m, uint32_t index, uint32_t* out_input,
+                                uint32_t* out_output, aot_error_t* err) {
+  if (!m) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is NULL");
+  if (!live(m)) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "model is closed (or not a model)");
+  if (!out_input || !out_output)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "out_input or out_output is NULL");
+  if (index >= m->donation_count)
+    return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "donation index %u out of range (model has %u)",
+                     index, m->donation_count);
+  *out_input = m->donations[index].input;
+  *out_output = m->donations[index].output;
+  return aot__ok(err);
 }

@@ -550,6 +550,23 @@ static CUresult memcpy_checked(void* host, CUdeviceptr device, size_t bytes, CUs
   return FAKE_SUCCESS;
 }
 
+/* both ranges inside allocations of the current device, and apart (the driver's copies
+ * between overlapping ranges are undefined) */
+static CUresult memcpy_device(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  struct CUctx_st* ctx = NULL;
+  CUresult r = need_context(&ctx, false);
+  if (r) return r;
+  if ((r = check_stream(ctx, stream))) return r;
+  if (!find_range(ctx, dst, bytes) || !find_range(ctx, src, bytes))
+    return reject(FAKE_INVALID_VALUE, "[0x%" PRIx64 ", +%zu) or [0x%" PRIx64 ", +%zu) is not inside one "
+                  "allocation of device %d", dst, bytes, src, bytes, ctx->device);
+  if (bytes && dst < src + bytes && src < dst + bytes)
+    return reject(FAKE_INVALID_VALUE, "[0x%" PRIx64 ", +%zu) and [0x%" PRIx64 ", +%zu) overlap", dst, bytes,
+                  src, bytes);
+  if (bytes) memcpy((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, bytes);
+  return FAKE_SUCCESS;
+}
+
 static CUresult pointer_get_attribute(void* value, int attribute, CUdeviceptr address) {
   CUresult r = initialized();
   if (r) return r;
@@ -1442,6 +1459,8 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes
     FAKE_ENTRY(memcpy_htod_async, memcpy_checked((void*)(uintptr_t)src, dst, bytes, stream, true))
 API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream)
     FAKE_ENTRY(memcpy_dtoh_async, memcpy_checked(dst, src, bytes, stream, false))
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+    FAKE_ENTRY(memcpy_dtod_async, memcpy_device(dst, src, bytes, stream))
 API CUresult cuPointerGetAttribute(void* value, int attribute, CUdeviceptr address)
     FAKE_ENTRY(pointer_get_attribute, pointer_get_attribute(value, attribute, address))
 API CUresult cuStreamCreate(CUstream* stream, unsigned int flags)
@@ -1501,6 +1520,7 @@ __attribute__((used)) static const struct fake_entry_points ENTRY_POINTS = {
     .mem_free = cuMemFree_v2,
     .memcpy_htod_async = cuMemcpyHtoDAsync_v2,
     .memcpy_dtoh_async = cuMemcpyDtoHAsync_v2,
+    .memcpy_dtod_async = cuMemcpyDtoDAsync_v2,
     .pointer_get_attribute = cuPointerGetAttribute,
     .stream_create = cuStreamCreate,
     .stream_destroy = cuStreamDestroy_v2,

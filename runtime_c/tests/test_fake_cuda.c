@@ -323,6 +323,12 @@ static void test_memory(void) {
   CHECK(cu.mem_alloc(&b, 1000) == 0 && b != a, "a second allocation");
   CHECK(cu.memcpy_htod_async(a + 512, host, 1000, NULL) == AOT__CUDA_ERROR_INVALID_VALUE, "across two");
   CHECK(cu.memcpy_dtoh_async(back, b, 4, NULL) == 0 && back[0] == 0xCD, "not zeroed: %d", back[0]);
+  CHECK(cu.memcpy_dtod_async(b + 8, a + 16, 900, NULL) == 0 && cu.memcpy_dtoh_async(back, b + 8, 900, NULL) == 0 &&
+            memcmp(back, host + 16, 900) == 0, "device to device");
+  CHECK(cu.memcpy_dtod_async(b + 100, a, 901, NULL) == AOT__CUDA_ERROR_INVALID_VALUE, "to one byte past the end");
+  CHECK(cu.memcpy_dtod_async(b, a + 100, 901, NULL) == AOT__CUDA_ERROR_INVALID_VALUE, "from one byte past the end");
+  CHECK(cu.memcpy_dtod_async(a + 8, a, 16, NULL) == AOT__CUDA_ERROR_INVALID_VALUE, "overlapping ranges");
+  CHECK(cu.memcpy_dtod_async(a + 16, a, 16, NULL) == 0, "adjacent ranges");
   int device = -1;
   CHECK(cu.pointer_get_attribute(&device, AOT__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, b + 999) == 0 && device == 0,
         "ordinal %d", device);

@@ -999,6 +999,123 @@ static void test_manifest_against_code(void) {
   free(art);
 }
 
+/* testmodel.c's donated model (y takes over x's buffer, y = 2x in place, s = sum(y)), with
+ * `extra` top-level members (NULL: its donation) and `info` its code description. */
+#define DONATED_KERNELS                                                                         \
+  ", \"kernels\": [{\"name\": \"double\", \"symbol\": \"aot_kernel_donated\", \"work\": 148}, " P_K2 "]"
+#define DONATION ", \"donations\": [{\"input\": 0, \"output\": 0}]"
+
+static uint8_t* build_donated(const char* info, const char* extra, size_t* out_size) {
+  char cpu_extra[160];
+  snprintf(cpu_extra, sizeof cpu_extra, ", \"entry\": \"aot_model_entry_donated\", \"code_info\": \"%s\"",
+           info);
+  parts_t p = {.cpu_extra = cpu_extra, .kernels = DONATED_KERNELS, .extra = extra ? extra : DONATION};
+  return build_parts(&p, g_w, sizeof g_w, out_size);
+}
+
+static aot_status_t run_donated(aot_context_t* ctx, const float* x, float* y, float* s, aot_error_t* err) {
+  int64_t shape[2] = {4, 37};
+  aot_tensor_t in = {AOT_DTYPE_FLOAT32, 2, shape, (void*)x, sizeof(float) * N};
+  aot_tensor_t out[2] = {{AOT_DTYPE_FLOAT32, 2, shape, y, sizeof(float) * N},
+                         {AOT_DTYPE_FLOAT32, 0, NULL, s, sizeof(float)}};
+  return aot_run(ctx, &in, 1, out, 2, err);
+}
+
+/* y = 2x and s = sum(y) for input x0 */
+static int doubled(const float* x0, const float* y, float s) {
+  float sum = 0.0f;
+  for (int i = 0; i < N; i++) {
+    if (y[i] != 2.0f * x0[i]) return 0;
+    sum += 2.0f * x0[i];
+  }
+  return s == sum;
+}
+
+/* Buffer donation: one buffer for x and y is updated in place, two get x copied into y first
+ * (x left as it was); any other overlap is refused; the manifest's pairs must be the code's. */
+static void test_donation(void) {
+  size_t size;
+  uint8_t* built = build_donated("aot_code_info_donated", NULL, &size);
+  aot_model_t* m = open_built(built, size);
+  if (!m) return;
+  uint32_t in = 9, out = 9;
+  aot_error_t err;
+  CHECK(aot_model_donation_count(m) == 1, "donation count");
+  CHECK(aot_model_donation(m, 0, &in, &out, &err) == AOT_OK && in == 0 && out == 0, "pair 0: %u %u", in, out);
+  CHECK(aot_model_donation(m, 1, &in, &out, &err) == AOT_ERR_INVALID_ARGUMENT &&
+            strstr(err.message, "donation index 1 out of range"), "pair 1: %s", err.message);
+  CHECK(aot_model_donation(m, 0, NULL, &out, &err) == AOT_ERR_INVALID_ARGUMENT, "NULL out_input");
+  for (uint32_t threads = 1; threads <= 3; threads += 2) {
+    aot_context_options_t opts = {sizeof opts, threads, AOT_DEVICE_CPU, 0, 0, 0};
+    aot_context_t* ctx = NULL;
+    CHECK(aot_context_create(m, &opts, &ctx, &err) == AOT_OK, "context: %s", err.message);
+    float x0[N], x[N], y[N + 1], s = 0.0f;
+    fill_input(x0, (int)threads);
+    memcpy(x, x0, sizeof x);
+    memset(y, 0xCD, sizeof y);
+    CHECK(run_donated(ctx, x, y, &s, &err) == AOT_OK, "two buffers: %s", err.message);
+    CHECK(doubled(x0, y, s) && memcmp(x, x0, sizeof x) == 0, "two buffers (%u threads): y = 2x, x kept", threads);
+    for (int step = 1; step <= 3; step++) { /* a decode loop: one buffer, doubled in place each step */
+      CHECK(run_donated(ctx, x, x, &s, &err) == AOT_OK, "one buffer: %s", err.message);
+      for (int i = 0; i < N; i++) x0[i] *= 2.0f;
+      CHECK(memcmp(x, x0, sizeof x) == 0, "one buffer (%u threads), step %d: x doubled in place", threads, step);
+    }
+    memcpy(y, x, sizeof x);
+    CHECK(run_donated(ctx, y, y + 1, &s, &err) == AOT_ERR_INVALID_ARGUMENT &&
+              strstr(err.message, "output 'y' overlaps its donated input 'x' without being the same buffer"),
+          "y one float past x: %s", err.message);
+    CHECK(run_donated(ctx, x, y, &x[3], &err) == AOT_ERR_INVALID_ARGUMENT &&
+              strstr(err.message, "output 's' overlaps input 'x' (only a donated input may share"),
+          "s inside x: %s", err.message);
+    CHECK(run_donated(ctx, x, y, &s, &err) == AOT_OK, "apart again: %s", err.message);
+    aot_context_destroy(ctx);
+  }
+  aot_model_close(m);
+  /* a model without donations refuses one buffer for an input and an output */
+  built = build(ARCH, "aot_kernel_1", 1, &size);
+  m = open_built(built, size);
+  aot_context_t* ctx = NULL;
+  CHECK(m && aot_context_create(m, NULL, &ctx, &err) == AOT_OK, "plain context");
+  float x[N], s;
+  fill_input(x, 1);
+  CHECK(run_once(ctx, x, x, &s, &err) == AOT_ERR_INVALID_ARGUMENT &&
+            strstr(err.message, "output 'y' overlaps input 'x'") && !strstr(err.message, "donated"),
+        "plain, one buffer: %s", err.message);
+  aot_context_destroy(ctx);
+  aot_model_close(m);
+  static const struct {
+    const char* info;
+    const char* extra;
+    const char* needle;
+  } bad[] = {
+      {"aot_code_info_donated", "", "manifest: 0 donations, the code was built for 1"},
+      {"aot_code_info_donated", ", \"donations\": []", "manifest: 0 donations, the code was built for 1"},
+      {"aot_code_info_donated_to_s", DONATION,
+       "manifest: donations[0] gives input 0 to output 0, the code was built to give input 0 to output 1"},
+      {"aot_code_info_donated", ", \"donations\": {}", "manifest: \"donations\" must be an array"},
+      {"aot_code_info_donated", ", \"donations\": [0]", "manifest: donations[0]: must be an object"},
+      {"aot_code_info_donated", ", \"donations\": [{\"input\": 0}]", "donations[0]: missing \"output\""},
+      {"aot_code_info_donated", ", \"donations\": [{\"input\": 1, \"output\": 0}]",
+       "donations[0]: \"input\" must be an integer in [0, 0]"},
+      {"aot_code_info_donated", ", \"donations\": [{\"input\": 0, \"output\": 2}]",
+       "donations[0]: \"output\" must be an integer in [0, 1]"},
+      {"aot_code_info_donated", ", \"donations\": [{\"input\": 0, \"output\": 1}]",
+       "donations[0]: input 'x' and output 's' differ in dtype or shape"},
+      {"aot_code_info_donated", ", \"donations\": [{\"input\": 0, \"output\": 0}, {\"input\": 0, \"output\": 0}]",
+       "manifest: 2 donations for 1 inputs"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint8_t* art = build_donated(bad[i].info, bad[i].extra, &size);
+    expect_open_error(art, size, AOT_ERR_FORMAT, bad[i].needle, bad[i].needle);
+    free(art);
+  }
+  /* code without donations (a version 1 table) under a manifest that has one */
+  parts_t p = {.extra = DONATION};
+  uint8_t* art = build_parts(&p, g_w, sizeof g_w, &size);
+  expect_open_error(art, size, AOT_ERR_FORMAT, "manifest: 1 donations, the code was built for 0", "v1 code");
+  free(art);
+}
+
 /* Decompression bombs and the caller's memory limit: each section's raw size is bounded
  * before anything is allocated for it, so a tiny file cannot take gigabytes or seconds. */
 static void test_memory_bounds(const char* dir) {
@@ -1224,6 +1341,7 @@ int main(int argc, char** argv) {
   test_use_after_destroy(art, size);
   free(art);
   test_manifest_against_code();
+  test_donation();
   test_many_inputs();
   free(g_code);
   printf("test_runtime: %d checks, %d failures\n", g_checks, g_failures);

@@ -8,7 +8,10 @@
  *          aot_kernel_inc: y += 1 (148), which a test lists twice after kernel 1
  *          (entry aot_model_entry_inc) to see that every item runs exactly once
  * checks:  0: x[0] < 1000, 1: y[1] < 1001 (read after the last kernel, as
- *          compiled checks are); aot_model_checks_broken answers out of range */
+ *          compiled checks are); aot_model_checks_broken answers out of range
+ * donated: y takes over x's buffer (aot_code_info_donated): aot_kernel_donated reads x
+ *          from out[0], where a donated input is, and doubles it in place (y = 2x, 148
+ *          items); kernel 2 sums y (entry aot_model_entry_donated) */
 #include <stdint.h>
 
 #define N 148
@@ -63,6 +66,24 @@ __attribute__((visibility("default"))) void aot_model_entry(const void* const* i
                                                            const uint8_t* weights) {
   aot_kernel_0(in, out, arena, weights, 0, N);
   aot_kernel_1(in, out, arena, weights, 0, N);
+  aot_kernel_2(in, out, arena, weights, 0, 1);
+}
+
+__attribute__((visibility("default"))) void aot_kernel_donated(const void* const* in,
+                                                              void* const* out, uint8_t* arena,
+                                                              const uint8_t* weights, int64_t b,
+                                                              int64_t e) {
+  (void)in;
+  (void)arena;
+  (void)weights;
+  float* y = (float*)out[0];
+  for (int64_t i = b; i < e; i++) y[i] *= 2.0f;
+}
+
+__attribute__((visibility("default"))) void aot_model_entry_donated(const void* const* in,
+                                                                   void* const* out, uint8_t* arena,
+                                                                   const uint8_t* weights) {
+  aot_kernel_donated(in, out, arena, weights, 0, N);
   aot_kernel_2(in, out, arena, weights, 0, 1);
 }
 
@@ -165,3 +186,24 @@ VISIBLE const struct {
     {'A', 'O', 'T', 'C', 'I', 'N', 'F', 'O'}, 1, N * 4, 64, C * 4, 64, 4, 2, 3, 0,
     (const void*)aot_model_entry, 0, {N * 4, 0, 4, 8, N * 4, 4},
     {KERNEL(aot_kernel_0, N), KERNEL(aot_kernel_1, N), KERNEL(aot_kernel_2, 1)}};
+
+/* the donated model: a version 2 table, whose donated pairs follow the kernels */
+#define DONATED_INFO(output)                                                                 \
+  {{'A', 'O', 'T', 'C', 'I', 'N', 'F', 'O'}, 2, N * 4, 64, C * 4, 64, 1, 2, 2, 0,                \
+   (const void*)aot_model_entry_donated, 0, {N * 4, N * 4, 4},                                \
+   {KERNEL(aot_kernel_donated, N), KERNEL(aot_kernel_2, 1)}, 1, {0, output}}
+typedef struct {
+  char magic[8];
+  uint64_t version, arena_bytes, arena_alignment, weights_bytes, weights_alignment;
+  uint64_t inputs, outputs, kernels, checks;
+  const void* entry;
+  const void* checks_fn;
+  uint64_t sizes[3]; /* x; y, s */
+  kernel_info_t k[2];
+  uint64_t donations;
+  uint64_t pairs[2]; /* input, output */
+} donated_info_t;
+
+VISIBLE const donated_info_t aot_code_info_donated = DONATED_INFO(0);
+/* a table built to give x to output 1: a manifest giving it to y is not what it was built for */
+VISIBLE const donated_info_t aot_code_info_donated_to_s = DONATED_INFO(1);
