@@ -1,10 +1,17 @@
 """The ONNX Attention op (opset 23+): scaled dot-product attention with masks, KV cache and GQA.
 
 Follows onnx's reference (onnx/reference/ops/op_attention.py) step for step:
-Q and K are each scaled by sqrt(scale); masks become an additive bias of 0
-and -inf (causal, sliding window, padding by nonpad_kv_seqlen, boolean or
-float attn_mask); a row whose bias is -inf everywhere gives zeros rather
-than NaN; the softmax runs in softmax_precision when given.
+masks become an additive bias of 0 and -inf (causal, sliding window, padding
+by nonpad_kv_seqlen, boolean or float attn_mask); a row whose bias is -inf
+everywhere gives zeros rather than NaN; the softmax runs in
+softmax_precision when given. Where it departs, for speed or for the spec:
+- grouped-query attention is one dot per kv head over its group of query
+  heads, never a repeated copy of the cache;
+- float32/64 scores are scaled once after the dot (a multiply fused into
+  the softmax, ~1 ulp from scaling Q and K by sqrt(scale) each); half
+  types keep the reference's rounding, Q and K scaled in their own type;
+- qk_matmul_output_mode 0 is the product before the softcap, as the spec's
+  text, its function body and onnxruntime have it.
 """
 from __future__ import annotations
 
@@ -21,6 +28,8 @@ OPS, _ = op_registry()
 def _heads(ctx: Ctx, x: Value, heads: int) -> Value:
     """[B, S, H*D] -> [B, H, S, D]."""
     b, s, hidden = x.type.shape
+    if heads <= 0 or hidden % heads:
+        raise ctx.error(f"hidden size {hidden} does not split into {heads} heads")
     return ctx.transpose(ctx.reshape(x, (b, s, heads, hidden // heads)), (0, 2, 1, 3))
 
 
@@ -79,15 +88,21 @@ def _bias(ctx: Ctx, a: NodeArgs, big: tuple[int, ...], dtype: DType, past_len: i
     return bias
 
 
-def _repeat_heads(ctx: Ctx, x: Value, heads: int) -> Value:
-    """[B, Hkv, S, D] -> [B, heads, S, D], each kv head serving heads / Hkv consecutive query heads."""
-    b, hkv, s, d = x.type.shape
-    if hkv == heads:
-        return x
-    if heads % hkv:
-        raise ValueError(f"{heads} query heads do not divide into {hkv} kv heads")
-    spread = ctx.broadcast_in_dims(x, (b, hkv, heads // hkv, s, d), (0, 1, 3, 4))
-    return ctx.reshape(spread, (b, heads, s, d))
+def _grouped_dot(ctx: Ctx, lhs: Value, rhs: Value, kv_heads: int, contract: int) -> Value:
+    """lhs [B, H, S, X] against rhs [B, Hkv, ., .] per kv head -> [B, H, S, N].
+
+    Query head h reads kv head h // (H / Hkv) (onnx's repeat of each kv head).
+    The G = H / Hkv query heads of one kv head are contiguous, so [B, H, S, X]
+    is [B, Hkv, G*S, X] by a reshape: one dot per kv head with G*S rows reads
+    each cached key and value once, where repeating the kv heads would copy
+    the cache G times and stream it G times (decode is bound by that stream).
+    """
+    b, heads, s, x = lhs.type.shape
+    if heads % kv_heads:
+        raise ctx.error(f"{heads} query heads do not divide into {kv_heads} kv heads")
+    rows = ctx.reshape(lhs, (b, kv_heads, heads // kv_heads * s, x))
+    out = ctx.op("dot", [rows, rhs], lhs_batch=(0, 1), rhs_batch=(0, 1), lhs_contract=(3,), rhs_contract=(contract,))
+    return ctx.reshape(out, (b, heads, s, out.type.shape[3]))
 
 
 def _softmax_rows(ctx: Ctx, x: Value) -> Value:
@@ -104,7 +119,40 @@ def _softmax_rows(ctx: Ctx, x: Value) -> Value:
     return ctx.op("div", [exps, ctx.unreduce(total, shape, (axis,))])
 
 
+def _output_mode(ctx: Ctx, a: NodeArgs) -> int:
+    mode = int(a.attr("qk_matmul_output_mode", 0))
+    if mode not in (0, 1, 2, 3):
+        raise ctx.unsupported(f"qk_matmul_output_mode={mode} (the spec defines 0, 1, 2 and 3)")
+    return mode
+
+
+def _softmax_precision(ctx: Ctx, a: NodeArgs) -> DType | None:
+    code = a.attr("softmax_precision")
+    if code is None:
+        return None
+    precision = to_dtype(int(code), "softmax_precision")
+    if precision not in (DType.F16, DType.BF16, DType.F32, DType.F64):
+        raise ctx.unsupported(f"softmax_precision={int(code)} ({precision.value}) is not a floating-point type")
+    return precision
+
+
+def _check_inputs(ctx: Ctx, a: NodeArgs) -> None:
+    """Refuse what the spec rules out rather than guess a meaning for it."""
+    past_k, past_v, nonpad = a.input(4), a.input(5), a.input(6)
+    if (past_k is None) != (past_v is None):
+        raise ctx.error("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        raise ctx.error("nonpad_kv_seqlen cannot be combined with past_key and past_value")
+    q, k = a.inputs[0], a.inputs[1]
+    if q.type.rank == 4:
+        for name, given, actual in (("q_num_heads", a.attr("q_num_heads"), q.type.shape[1]),
+                                    ("kv_num_heads", a.attr("kv_num_heads"), k.type.shape[1])):
+            if given is not None and int(given) != actual:
+                raise ctx.error(f"{name}={int(given)} contradicts the 4-D inputs' {actual} heads")
+
+
 def _attention(ctx: Ctx, a: NodeArgs) -> list[Value]:
+    _check_inputs(ctx, a)
     q, k, v = a.inputs[:3]
     past_k, past_v = a.input(4), a.input(5)
     three_d = q.type.rank == 3
@@ -117,40 +165,39 @@ def _attention(ctx: Ctx, a: NodeArgs) -> list[Value]:
         raise ctx.error(f"Q must be 3-D or 4-D, got {q.type}")
     dtype = q.type.dtype
     batch, heads, sq, head_size = q.type.shape
+    mode, precision = _output_mode(ctx, a), _softmax_precision(ctx, a)
     scale = a.attr("scale")
     scale = 1.0 / math.sqrt(head_size) if scale is None else float(scale)
-    root = math.sqrt(scale)
     present_k, present_v = _concat_seq(ctx, past_k, k), _concat_seq(ctx, past_v, v)
     skv = present_k.type.shape[2]
     big = (batch, heads, sq, skv)
     past_len = past_k.type.shape[2] if past_k is not None else 0
     bias = _bias(ctx, a, big, dtype, past_len)
-    try:
-        keys, values = _repeat_heads(ctx, present_k, heads), _repeat_heads(ctx, present_v, heads)
-    except ValueError as err:
-        raise ctx.error(str(err)) from None
-    scores = ctx.op("dot", [ctx.binary_scalar("mul", q, root), ctx.binary_scalar("mul", keys, root)],
-                    lhs_batch=(0, 1), rhs_batch=(0, 1), lhs_contract=(3,), rhs_contract=(3,))
+    kv_heads = present_k.type.shape[1]
+    if dtype in (DType.F16, DType.BF16):
+        # the reference's rounding: Q and K each scaled by sqrt(scale) in their own type
+        root = math.sqrt(scale)
+        scores = _grouped_dot(ctx, ctx.binary_scalar("mul", q, root), ctx.binary_scalar("mul", present_k, root), kv_heads, 3)
+    else:
+        # one multiply of the scores, fused into the softmax, instead of a pass over the whole cache
+        scores = ctx.binary_scalar("mul", _grouped_dot(ctx, q, present_k, kv_heads, 3), scale)
+    capped = scores
     softcap = float(a.attr("softcap", 0.0))
     if softcap > 0:
-        scores = ctx.binary_scalar("mul", ctx.op("tanh", [ctx.binary_scalar("div", scores, softcap)]), softcap)
-    mode = int(a.attr("qk_matmul_output_mode", 0))
-    qk_out = scores
-    biased = scores if bias is None else ctx.op("add", [scores, bias])
-    if mode == 2:
-        qk_out = biased
-    precision = a.attr("softmax_precision")
-    wide = biased if precision is None else ctx.convert(biased, to_dtype(int(precision), "softmax_precision"))
+        capped = ctx.binary_scalar("mul", ctx.op("tanh", [ctx.binary_scalar("div", scores, softcap)]), softcap)
+    biased = capped if bias is None else ctx.op("add", [capped, bias])
+    wide = biased if precision is None else ctx.convert(biased, precision)
     probs = _softmax_rows(ctx, wide)
     if bias is not None:
         masked_row = ctx.op("compare", [ctx.reduce(bias, "max", (3,)), ctx.full(float("-inf"), bias.type.with_shape(big[:3]))],
                             direction="eq")
         masked_row = ctx.broadcast_in_dims(masked_row, big, (0, 1, 2))
         probs = ctx.op("select", [masked_row, ctx.full(0, probs.type), probs])
-    if mode == 3:
-        qk_out = probs
+    # mode 0 is the scaled Q K^T before the softcap: the spec's text, its function body and
+    # onnxruntime agree (onnx's reference evaluator returns the softcapped scores there)
+    qk_out = (scores, capped, biased, probs)[mode]
     probs = ctx.convert(probs, dtype)
-    out = ctx.op("dot", [probs, values], lhs_batch=(0, 1), rhs_batch=(0, 1), lhs_contract=(3,), rhs_contract=(2,))
+    out = _grouped_dot(ctx, probs, present_v, kv_heads, 2)
     if three_d:
         out = ctx.transpose(out, (0, 2, 1, 3))
         out = ctx.reshape(out, (batch, sq, heads * out.type.shape[3]))
