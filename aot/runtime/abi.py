@@ -14,6 +14,8 @@ ABI_VERSION = 2
 OPTIONS_ABI_VERSION = 3
 # the first with GPU execution (Session's device="cuda", aot_run_device, aot_device_*)
 DEVICE_ABI_VERSION = 4
+# the first that tells a model's donated pairs (aot_model_donation*)
+DONATION_ABI_VERSION = 5
 
 # aot_status_t
 AOT_OK = 0
@@ -114,7 +116,7 @@ _SIGNATURES = {
                                ctypes.c_uint32, _ERRP]),
 }
 _TENSORS = ctypes.POINTER(CTensor)
-# appended in ABI 3 and 4: declared where the library has them
+# appended in ABI 3, 4 and 5: declared where the library has them
 _OPTIONAL_SIGNATURES = {
     "aot_model_open_file_with_options": (ctypes.c_int, [ctypes.c_char_p, _OPTIONS, ctypes.POINTER(_P), _ERRP]),
     "aot_model_open_memory_with_options": (
@@ -127,6 +129,10 @@ _OPTIONAL_SIGNATURES = {
     "aot_device_free": (ctypes.c_int, [_P, ctypes.c_uint64, _ERRP]),
     "aot_device_upload": (ctypes.c_int, [_P, ctypes.c_uint64, _P, ctypes.c_uint64, _ERRP]),
     "aot_device_download": (ctypes.c_int, [_P, _P, ctypes.c_uint64, ctypes.c_uint64, _ERRP]),
+    # ABI 5
+    "aot_model_donation_count": (ctypes.c_uint32, [_P]),
+    "aot_model_donation": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
+                                          ctypes.POINTER(ctypes.c_uint32), _ERRP]),
 }
 
 

@@ -55,6 +55,23 @@ the runtime's message ("no CUDA driver ...").
 
 A CPU session refuses CUDA tensors (open it with device="cuda"). DeviceArrays belong to
 their session's context, which lives as long as any of them does (aot/runtime/device_array.py).
+
+Donated buffers (a model compiled with donations, ``aot-compile --donate past_keys=present_keys``
+or inferred from such names; a C runtime of ABI 5): ``session.donations`` maps each donated
+input to the output that takes over its buffer. A decode loop passes one array as both, and
+the step updates it in place, copying nothing::
+
+    past = np.zeros(cache_shape, np.float32)
+    for step in range(steps):
+        logits, past = s.run(["logits", "present_keys"], {"input_ids": ids, "position": pos,
+                             "past_keys": past}, outputs={"present_keys": past})
+
+- ``outputs=`` on a CPU session: numpy arrays to write outputs into (C-contiguous, writable,
+  of the output's dtype and shape), returned as given. On a CUDA session, CUDA tensors, as
+  above; the same DeviceArray or CUDA tensor as feed and output serves a decode loop there.
+- An output may share memory with an input only as the very buffer of its donated input;
+  anything else that overlaps is a RunError. A donated output given another buffer (or none)
+  gets a copy of the input first, and the input's buffer is left as it was.
 """
 
 from __future__ import annotations
@@ -73,8 +90,8 @@ from aot.errors import ArtifactError, RunError
 from aot.ir.types import DType
 from aot.runtime import dlpack
 from aot.runtime.abi import (AOT_OK, ARTIFACT_STATUSES, CONTEXT_NO_CUDA_GRAPH, CONTEXT_OPTIONS_V1_SIZE,
-                             DEVICE_ABI_VERSION, DEVICE_CPU, DEVICE_CUDA, OPTIONS_ABI_VERSION, CContextOptions,
-                             CError, CModelOptions, CTensor, CTensorInfo)
+                             DEVICE_ABI_VERSION, DEVICE_CPU, DEVICE_CUDA, DONATION_ABI_VERSION, OPTIONS_ABI_VERSION,
+                             CContextOptions, CError, CModelOptions, CTensor, CTensorInfo)
 from aot.runtime.device_array import DeviceArray, numpy_dtype
 from aot.runtime.library import load_library
 
@@ -256,6 +273,7 @@ class Session:
         try:
             self._inputs = self._describe(self._lib.aot_model_input_count, self._lib.aot_model_input_info)
             self._outputs = self._describe(self._lib.aot_model_output_count, self._lib.aot_model_output_info)
+            self._donated = self._donations(abi)
             n = 1 if threads is None else int(threads)
             if n < 1:
                 raise RunError(f"threads must be >= 1, got {threads}")
@@ -300,6 +318,21 @@ class Session:
             table[i] = CTensor(d.info.element.abi_code, len(d.info.shape), d.shape_arr, None, d.byte_size)
         return table
 
+    def _donations(self, abi: int) -> dict[int, int]:
+        """output index -> the index of the input it takes over (none before ABI 5: a model with
+        donations then fails to open, its code description being one that runtime cannot read)."""
+        if abi < DONATION_ABI_VERSION:
+            return {}
+        model = self._native.model
+        pairs: dict[int, int] = {}
+        err = CError()
+        for i in range(self._lib.aot_model_donation_count(model)):
+            j, k = ctypes.c_uint32(), ctypes.c_uint32()
+            if self._lib.aot_model_donation(model, i, ctypes.byref(j), ctypes.byref(k), ctypes.byref(err)) != AOT_OK:
+                raise RunError(err.text())
+            pairs[k.value] = j.value
+        return pairs
+
     def _describe(self, count_fn, info_fn) -> list[_Desc]:
         out: list[_Desc] = []
         err = CError()
@@ -323,6 +356,11 @@ class Session:
 
     def get_outputs(self) -> list[TensorInfo]:
         return [d.info for d in self._outputs]
+
+    @property
+    def donations(self) -> dict[str, str]:
+        """{donated input name: the output that takes over its buffer}; see the module docstring."""
+        return {self._inputs[j].info.name: self._outputs[k].info.name for k, j in sorted(self._donated.items())}
 
     @property
     def model_name(self) -> str:
@@ -375,7 +413,7 @@ class Session:
         if not isinstance(feeds, Mapping):
             raise RunError(f"feeds must be a dict of name -> array, got {type(feeds).__name__}")
         if outputs is not None and not isinstance(outputs, Mapping):
-            raise RunError(f"outputs must be a dict of name -> CUDA tensor, got {type(outputs).__name__}")
+            raise RunError(f"outputs must be a dict of output name -> array to write, got {type(outputs).__name__}")
         given = dict(outputs or {})
         for name in feeds:
             if name not in self._input_index:
@@ -395,13 +433,13 @@ class Session:
                 device = dlpack.describe_device(_dlpack_device(feeds[cuda_feed]) or (dlpack.KDL_CUDA, 0))
                 raise RunError(f"input {cuda_feed!r} is a CUDA tensor ({device}) and this session runs on the "
                                "CPU: open it with Session(..., device=\"cuda\") to pass device tensors")
-            if given or stream is not None:
-                raise RunError("outputs= and stream= are for CUDA sessions: open this one with "
-                               "Session(..., device=\"cuda\")")
-        if cuda_feed is not None or given:
+            if stream is not None:
+                raise RunError("stream= is for CUDA sessions: open this one with Session(..., device=\"cuda\")")
+        elif cuda_feed is not None or given:
             return self._run_device(names, feeds, given, stream)
         arrays = [self._prepare_input(d, feeds[d.info.name]) for d in self._inputs]
-        outs = [np.empty(d.info.shape, dtype=d.info.dtype) for d in self._outputs]
+        outs = [np.empty(d.info.shape, dtype=d.info.dtype) if d.info.name not in given
+                else self._host_output(d, given[d.info.name]) for d in self._outputs]
 
         err = CError()
         with self._native.lock:
@@ -414,7 +452,25 @@ class Session:
                                    ctypes.byref(err))
         if st != AOT_OK:
             raise RunError(err.text())
-        return [outs[self._output_index[n]] for n in names]
+        return [given.get(n, outs[self._output_index[n]]) for n in names]
+
+    def _host_output(self, desc: _Desc, value: object) -> np.ndarray:
+        """The numpy array `outputs=` gives for output `desc` on a CPU session, checked; the run
+        writes it in place (a view of it, for an output of raw bits)."""
+        name = desc.info.name
+        if _is_cuda(value) or not isinstance(value, np.ndarray):
+            raise RunError(f"output {name!r}: outputs= on a CPU session takes numpy arrays, got {type(value).__name__}")
+        arr = value
+        if arr.dtype != desc.info.dtype:
+            bits = _raw_bits(desc.info.element)
+            if bits is None or arr.dtype != bits:
+                raise RunError(f"output {name!r}: expected dtype {desc.info.element.manifest_name}, got {arr.dtype}")
+            arr = arr.view(desc.info.dtype)
+        if list(arr.shape) != desc.info.shape:
+            raise RunError(f"output {name!r}: expected shape {_fmt_shape(desc.info.shape)}, got {_fmt_shape(arr.shape)}")
+        if not arr.flags.c_contiguous or not arr.flags.writeable:
+            raise RunError(f"output {name!r}: the array must be C-contiguous and writable")
+        return arr
 
     # -- the device path: aot_run_device on device addresses
     def _run_device(self, names: list[str], feeds: Mapping[str, object], given: dict[str, object],
@@ -439,7 +495,9 @@ class Session:
                     address = value.data_ptr
                 else:
                     address = self._device_operand(d, value, "output", producer_stream, imported, keep)
-                    _check_apart(f"output {d.info.name!r}", address, d.byte_size, spans)
+                    k = self._output_index[d.info.name]
+                    donor = f"input {self._inputs[self._donated[k]].info.name!r}" if k in self._donated else None
+                    _check_apart(f"output {d.info.name!r}", address, d.byte_size, spans, donor)
                     spans.append((f"output {d.info.name!r}", address, d.byte_size))
                 results[d.info.name] = value
                 out_addresses.append(address)
@@ -512,12 +570,16 @@ def _is_cuda(value: object) -> bool:
     return device is not None and device[0] == dlpack.KDL_CUDA
 
 
-def _check_apart(what: str, address: int, nbytes: int, spans: list[tuple[str, int, int]]) -> None:
-    """An output must overlap no input and no other output (aot_run_device's contract)."""
+def _check_apart(what: str, address: int, nbytes: int, spans: list[tuple[str, int, int]],
+                 donor: Optional[str] = None) -> None:
+    """An output must overlap no input and no other output (aot_run_device's contract), but
+    that a donated output may be its input's very buffer (`donor`: that input's span name)."""
     for other, start, size in spans:
+        if other == donor and start == address:
+            continue
         if nbytes and size and address < start + size and start < address + nbytes:
             raise RunError(f"{what} overlaps {other}: outputs must not share memory with the inputs "
-                           "or with each other")
+                           "or with each other (but the buffer of a donated input, whole)")
 
 
 def _fmt_shape(shape) -> str:
