@@ -90,7 +90,8 @@ class DeviceArray:
     @classmethod
     def from_numpy(cls, session_or_memory: object, array: object) -> "DeviceArray":
         """A copy of `array` (anything np.asarray takes) on a CUDA session's device."""
-        host = np.ascontiguousarray(array)
+        given = np.asarray(array)
+        host = np.ascontiguousarray(given).reshape(given.shape)  # ascontiguousarray makes a scalar [1]
         out = cls.empty(session_or_memory, host.shape, host.dtype)
         if host.nbytes:
             out._memory.upload(out._address, host.ctypes.data, host.nbytes)

@@ -155,6 +155,15 @@ def test_gpu_one_device_buffer_is_updated_in_place_and_two_get_one_copy(gpu, gra
     np.testing.assert_array_equal(cache_array.numpy(), kept)
 
 
+def test_gpu_every_input_on_the_device_a_scalar_too(gpu):
+    session = Session(gpu.artifact, device="cuda")
+    feeds = {k: DeviceArray.from_numpy(session, v) for k, v in cache_feeds(position=9).items()}
+    assert feeds["position"].shape == ()  # numpy's ascontiguousarray makes a 0-d array [1]
+    want = gpu.reference.run(None, cache_feeds(position=9))
+    present, attn, old_sum = session.run(None, feeds, outputs={"present_keys": feeds["past_keys"]})
+    _close([present.numpy(), attn.numpy(), old_sum.numpy()], want)
+
+
 def test_gpu_overlap_that_is_no_donation_is_refused(gpu):
     session = Session(gpu.artifact, device="cuda")
     cache_array = DeviceArray.from_numpy(session, cache_feeds()["past_keys"])
