@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aot.arith import align_up
-from aot.ir.graph import Graph, Node, Value
-from aot.ir.ops import CHECKS, CONTRACTIONS, ELEMENTWISE, NON_ELEMENTAL
+from aot.ir.graph import Graph, Value
+from aot.ir.ops import CHECKS
 from aot.plan import Check, Donation, ExecutionPlan, Kernel, Slice
 from aot.planning.donation import named, plan_donations
 from aot.planning.memory_plan import ALIGNMENT, Interval, plan_arena
+from aot.planning.same_index import same_index_reads
 from aot.planning.schedule import renumbered, schedule, stable_order
 
 
@@ -71,30 +72,6 @@ def is_alias_kernel(kernel: Kernel, outputs: set[int]) -> bool:
     real = [n for n in kernel.nodes if n.op != "constant"]
     return (len(real) == 1 and real[0].op == "reshape" and len(kernel.params) == 1
             and real[0].inputs[0] is kernel.params[0] and id(kernel.root) not in outputs)
-
-
-def same_index_reads(kernel: Kernel, param: Value) -> bool:
-    """True if `kernel` reads `param` only at the index it writes (elementwise paths to the root)."""
-    if kernel.root.type.shape != param.type.shape or kernel.root.type.nbytes != param.type.nbytes:
-        return False
-    if any(n.op in CONTRACTIONS or n.op in NON_ELEMENTAL for n in kernel.nodes):
-        return False  # contraction bodies (and fast paths) may store before all reads are done
-    inside = {id(n) for n in kernel.nodes}
-    same: set[int] = set()
-    readers_of: dict[int, list[Node]] = {}
-    for n in kernel.nodes:
-        for v in n.inputs:
-            readers_of.setdefault(id(v), []).append(n)
-    for n in reversed(kernel.nodes):
-        if n.out is kernel.root:
-            ok = n.op in ELEMENTWISE
-        else:
-            users = [u for u in readers_of.get(id(n.out), []) if id(u) in inside]
-            ok = n.op in ELEMENTWISE and bool(users) and all(id(u) in same for u in users)
-        if ok and n.out.type.shape == kernel.root.type.shape:
-            same.add(id(n))
-    readers = readers_of.get(id(param), [])
-    return bool(readers) and all(id(r) in same for r in readers)
 
 
 def build_buffers(kernels: list[Kernel], placed_elsewhere: set[str], aliases: dict[str, Value],

@@ -10,7 +10,7 @@ writer) writes over it. That is correct when
 - every other kernel reading input j (or a reshape alias of it) runs before the writer:
   the scheduler gets each such ordering (schedule.py's `after`); and
 - the writer reads input j only where overwriting cannot hurt: at the index it writes
-  (an elementwise kernel, buffers.same_index_reads), or as the operand of a scatter,
+  (an elementwise kernel, same_index.same_index_reads), or as the operand of a scatter,
   whose body copies the operand to its output (nothing to do when both are one buffer)
   and then writes the updated windows alone.
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from aot.ir.graph import Graph, Value
 from aot.plan import Donation, Kernel, Slice
+from aot.planning.same_index import same_index_reads
 from aot.planning.schedule import Ordering
 
 
@@ -117,8 +118,6 @@ def _refusal(donated: Value, writer: Kernel | None, readers: list[Kernel], plan:
 def _writes_over(writer: Kernel, param: Value) -> bool:
     """`writer` may overwrite `param`'s bytes as it runs: it reads each element only at the index
     it writes, or `param` is its scatter's operand and nothing else in it reads `param`."""
-    from aot.planning.buffers import same_index_reads
-
     if same_index_reads(writer, param):
         return True
     root = writer.root.producer
