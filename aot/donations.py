@@ -8,10 +8,14 @@ shape that no other pair claims (`infer=False`, `--no-infer-donation`, turns it 
     past_keys             -> present_keys      (the static-cache interface of issue 15)
     past.N.value          -> present.N.value   (any other name starting with "past")
 
+An output named as JAX names the fields of a returned dict, result['present_keys'], matches
+by the field's name.
+
 What a donation means for the plan and the runtime: aot/planning/donation.py.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +26,8 @@ from aot.plan import Donation
 
 # input-name prefix -> the output-name prefix it implies; the first that matches applies
 NAME_RULES = (("past_key_values", "present"), ("past", "present"))
+# jax.jit(f).lower(...) names the outputs of an f returning a dict result['field']
+JAX_FIELD = re.compile(r"""result\[(?:'([^']*)'|"([^"]*)")\]""")
 
 
 @dataclass(frozen=True)
@@ -79,11 +85,17 @@ def choose_donations(graph: Graph, donate: Mapping[str, str], infer: bool = True
     skipped: list[str] = []
     if infer:
         taken = {k for k, _ in chosen.values()}
+        by_field = dict(outputs)
+        for name, k in outputs.items():
+            field = JAX_FIELD.fullmatch(name)
+            if field:
+                by_field.setdefault(field.group(1) if field.group(1) is not None else field.group(2), k)
         for i, input_name in enumerate(graph.input_names):
             output_name = implied_output(input_name)
-            if i in chosen or output_name is None or output_name not in outputs:
+            if i in chosen or output_name is None or output_name not in by_field:
                 continue
-            k = outputs[output_name]
+            k = by_field[output_name]
+            output_name = graph.output_names[k]
             why = "the output takes another input" if k in taken else _differs(graph, i, k)
             if why:
                 skipped.append(f"{input_name} -> {output_name}: {why}")

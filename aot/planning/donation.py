@@ -4,21 +4,24 @@ arguments), so a decoder's KV cache is updated in place.
 The run-time contract (packaging/FORMAT.md, "donations"): when a run starts, the buffer
 of output k holds the value of input j, because the caller passed one buffer for both
 or the runtime copied input j there first. So the plan gives input j the slice of
-output k: every kernel reads it from there, and the kernel that writes output k (its
-writer) writes over it. That is correct when
+output k, and every kernel reads it from there. Three ways to keep that correct, the
+first that applies:
 
-- every other kernel reading input j (or a reshape alias of it) runs before the writer:
-  the scheduler gets each such ordering (schedule.py's `after`); and
-- the writer reads input j only where overwriting cannot hurt: at the index it writes
-  (an elementwise kernel, same_index.same_index_reads), or as the operand of a scatter,
-  whose body copies the operand to its output (nothing to do when both are one buffer)
-  and then writes the updated windows alone.
+- in place: a chain of kernels, from one reading input j to the one writing output k,
+  each overwriting its predecessor's value as it runs: reading it only at the index it
+  writes (elementwise, same_index.same_index_reads) or as its scatter's operand, whose
+  copy is a no-op in place so only the updated windows are written. Every value on the
+  chain lives in output k's buffer, and every other reader of each one runs before the
+  kernel that overwrites it (an ordering for the scheduler, schedule.py's `after`).
+  A cache updated layer by layer (JAX's dynamic_update_slice chain) is one chain;
+- overwritten: no such chain, but the writer of output k reads no input j; the readers
+  of input j run before it and it writes the whole output (a copy, but no extra one);
+- copied: otherwise -- a reader needs the output first, the writer reads input j at
+  other indices, a run-time check reads input j after the last kernel -- a copy kernel
+  runs first and moves input j into the arena, and every reader reads the copy.
 
-Otherwise -- a reader needs the writer's result first, the writer reads input j at
-other indices, a run-time check reads input j after the last kernel -- a copy kernel
-runs first and moves input j into the arena, every reader reads the copy, and the
-donation still holds (the caller may pass one buffer), at the price of that copy.
-before (in place):  %present = scatter(%past, %i, %u)     %past, %present: output 0
+before (in place):  %p1 = scatter(%past, %i0, %u0); %present = scatter(%p1, %i1, %u1)
+                    %past, %p1, %present: output 0's buffer; %p1's readers run before %present's
 before (copied):    %c = copy(%past); readers of %past read %c
 """
 from __future__ import annotations
@@ -45,31 +48,106 @@ class DonationPlan:
 
 def plan_donations(graph: Graph, kernels: list[Kernel], aliases: dict[str, Value],
                    donations: Sequence[Donation], read_at_end: Sequence[str] = ()) -> DonationPlan:
-    """Place each donated input in its output's buffer, in place where it can be, else behind a
-    copy kernel (which this inserts into `graph`, `kernels` and `aliases`, in place).
-    `aliases`: reshape results that are their operand's bytes (buffers.is_alias_kernel);
-    `read_at_end`: values read after the last kernel (run-time checks' operands)."""
+    """Place each donated input in its output's buffer (module docstring): in place where a
+    chain allows it, overwritten, else behind a copy kernel (which this inserts into `graph`,
+    `kernels` and `aliases`, in place). `aliases`: reshape results that are their operand's
+    bytes (buffers.is_alias_kernel); `read_at_end`: values read after the last kernel (run-time
+    checks' operands)."""
     plan = DonationPlan(list(kernels), donations=sorted(donations, key=lambda d: d.input))
+    outputs = {v.name for v in graph.outputs}
     for donation in plan.donations:
         donated = graph.inputs[donation.input]
         name, output = graph.input_names[donation.input], graph.output_names[donation.output]
         home = Slice("output", donation.output, 0, donated.type.nbytes)
         writer = next((k for k in plan.kernels if k.root is graph.outputs[donation.output]), None)
-        readers = [k for k in plan.kernels if any(_resolve(p.name, aliases) == donated.name for p in k.params)]
-        why = _refusal(donated, writer, readers, plan, aliases, read_at_end)
         plan.slices[donated.name] = home
         note: dict[str, object] = {"input": name, "output": output}
+        plan.notes.append(note)
+        ends = {_resolve(v, aliases) for v in read_at_end}
+        chain = None if writer is None or donated.name in ends else \
+            _in_place_chain(writer, donated, plan, aliases, outputs | ends)
+        if chain is not None:
+            for _, value in chain[1:]:
+                plan.slices[value.name] = home
+            note.update(how="in place", why=_chain_detail(chain, plan, aliases))
+            continue
+        readers = [k for k in plan.kernels if any(_resolve(p.name, aliases) == donated.name for p in k.params)]
+        why = _refusal(donated, writer, readers, plan, aliases, ends)
         if why is None:
             assert writer is not None  # _refusal returns a reason without one
-            plan.after.extend((r.root.name, writer.root.name) for r in readers if r is not writer)
-            note.update(how="in place", why=_in_place_detail(writer, readers, donated, aliases))
+            plan.after.extend((r.root.name, writer.root.name) for r in readers)
+            before = f"; {', '.join(_ref(r) for r in readers)} read it first" if readers else ""
+            note.update(how="overwritten", why=f"{_ref(writer)} writes the whole output without reading it{before}")
         else:
             copy = _copy_first(graph, plan, aliases, donated, name, why)
             if writer is not None:
                 plan.after.append((copy.root.name, writer.root.name))
             note.update(how="copied", why=why)
-        plan.notes.append(note)
     return plan
+
+
+# a chain: (kernel, the value it overwrites in place), from the kernel that overwrites the
+# donated input to the one that writes the output
+Chain = list[tuple[Kernel, Value]]
+
+
+def _in_place_chain(writer: Kernel, donated: Value, plan: DonationPlan, aliases: dict[str, Value],
+                    kept_apart: set[str]) -> Chain | None:
+    """The chain from `donated` to `writer`, its orderings added to `plan.after`; None where
+    there is none, or its orderings cannot be met. `kept_apart`: values that need buffers of
+    their own (graph outputs, values read after the last kernel)."""
+    producers = {k.root.name: k for k in plan.kernels}
+    chain = _links(writer, donated, producers, aliases, kept_apart | set(plan.slices), set())
+    if chain is None:
+        return None
+    after: list[tuple[str, str]] = []
+    for kernel, value in chain:
+        readers = [k for k in plan.kernels
+                   if k is not kernel and any(_resolve(p.name, aliases) == value.name for p in k.params)]
+        later = _descendants(kernel, plan, aliases, after)
+        if any(r.root.name in later for r in readers):
+            return None
+        after.extend((r.root.name, kernel.root.name) for r in readers)
+    plan.after.extend(after)
+    return chain
+
+
+def _links(kernel: Kernel, donated: Value, producers: dict[str, Kernel], aliases: dict[str, Value],
+           kept_apart: set[str], tried: set[str]) -> Chain | None:
+    """The chain ending at `kernel`: it overwrites `donated` itself, or an arena value whose
+    producer's chain reaches `donated` (depth first, in parameter order)."""
+    read = [p for p in kernel.params if _resolve(p.name, aliases) == donated.name]
+    if read:
+        return [(kernel, read[0])] if len(read) == 1 and _writes_over(kernel, read[0]) else None
+    tried.add(kernel.root.name)
+    for p in kernel.params:
+        producer = producers.get(p.name)
+        if (producer is None or p.name in kept_apart or p.name in tried
+                or p.type.nbytes != kernel.root.type.nbytes or not _writes_over(kernel, p)):
+            continue
+        found = _links(producer, donated, producers, aliases, kept_apart, tried)
+        if found is not None:
+            return [*found, (kernel, p)]
+    return None
+
+
+def _chain_detail(chain: Chain, plan: DonationPlan, aliases: dict[str, Value]) -> str:
+    def what(kernel: Kernel) -> str:
+        producer = kernel.root.producer
+        return "scatter" if producer is not None and producer.op == "scatter" else "+".join(kernel.ops)
+
+    scatters = all(what(k) == "scatter" for k, _ in chain)
+    kernels = ", ".join(f"{_ref(k)} ({what(k)})" for k, _ in chain)
+    if len(chain) == 1:
+        verb = "writes only the updated windows" if scatters else "writes each element where it reads it"
+    else:
+        verb = ("write only their updated windows" if scatters else "write each element where they read it") + \
+            ", in turn,"
+    first = [_ref(k) for k in plan.kernels
+             for kernel, value in chain
+             if k is not kernel and any(_resolve(p.name, aliases) == value.name for p in k.params)]
+    before = f"; {', '.join(dict.fromkeys(first))} read it first" if first else ""
+    return f"{kernels} {verb} over it{before}"
 
 
 def named(notes: list[dict[str, object]], kernels: Sequence[Kernel]) -> list[dict[str, object]]:
@@ -97,11 +175,12 @@ def _resolve(name: str, aliases: dict[str, Value]) -> str:
 
 
 def _refusal(donated: Value, writer: Kernel | None, readers: list[Kernel], plan: DonationPlan,
-             aliases: dict[str, Value], read_at_end: Sequence[str]) -> str | None:
-    """Why `donated` cannot live in its output's buffer as it is read; None when it can."""
+             aliases: dict[str, Value], ends: set[str]) -> str | None:
+    """Why the writer cannot simply overwrite `donated` after its readers; None when it can.
+    `ends`: values read after the last kernel."""
     if writer is None:
         return "no kernel writes the output (it is not a computed value)"
-    if any(_resolve(v, aliases) == donated.name for v in read_at_end):
+    if donated.name in ends:
         return "a run-time check reads it after the last kernel"
     read = [p for p in writer.params if _resolve(p.name, aliases) == donated.name]
     if len(read) > 1:
@@ -112,7 +191,8 @@ def _refusal(donated: Value, writer: Kernel | None, readers: list[Kernel], plan:
     for reader in readers:
         if reader is not writer and reader.root.name in later:
             return f"{_ref(reader)} reads it and needs the output %{writer.root.name} first"
-    return None
+    # the writer overwrites it in place, but a chain was not possible
+    return None if not read else f"{_ref(writer)} cannot overwrite it in place"
 
 
 def _writes_over(writer: Kernel, param: Value) -> bool:
@@ -126,14 +206,15 @@ def _writes_over(writer: Kernel, param: Value) -> bool:
     return sum(1 for n in writer.nodes for v in n.inputs if v is param) == 1
 
 
-def _descendants(kernel: Kernel, plan: DonationPlan, aliases: dict[str, Value]) -> set[str]:
+def _descendants(kernel: Kernel, plan: DonationPlan, aliases: dict[str, Value],
+                 more: Sequence[tuple[str, str]] = ()) -> set[str]:
     """Roots of the kernels that must run after `kernel`: they read what it writes, directly
-    or down the line, or an ordering in `plan.after` says so."""
+    or down the line, or an ordering in `plan.after` (or `more`) says so."""
     consumers: dict[str, list[str]] = {}
     for k in plan.kernels:
         for p in k.params:
             consumers.setdefault(_resolve(p.name, aliases), []).append(k.root.name)
-    for first, then in plan.after:
+    for first, then in [*plan.after, *more]:
         consumers.setdefault(first, []).append(then)
     seen: set[str] = set()
     todo = [kernel.root.name]
@@ -143,17 +224,6 @@ def _descendants(kernel: Kernel, plan: DonationPlan, aliases: dict[str, Value]) 
                 seen.add(then)
                 todo.append(then)
     return seen
-
-
-def _in_place_detail(writer: Kernel, readers: list[Kernel], donated: Value, aliases: dict[str, Value]) -> str:
-    others = [_ref(r) for r in readers if r is not writer]
-    before = f"; {', '.join(others)} read it first" if others else ""
-    if not any(_resolve(p.name, aliases) == donated.name for p in writer.params):
-        return f"{_ref(writer)} writes the output without reading it{before}"
-    producer = writer.root.producer
-    if producer is not None and producer.op == "scatter":
-        return f"{_ref(writer)} (scatter) writes only the updated windows over it{before}"
-    return f"{_ref(writer)} ({'+'.join(writer.ops)}) reads each element where it writes it{before}"
 
 
 def _copy_first(graph: Graph, plan: DonationPlan, aliases: dict[str, Value], donated: Value, name: str,

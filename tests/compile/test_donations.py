@@ -36,6 +36,11 @@ def test_pairs_are_inferred_from_the_names(past, present):
     assert any(line.startswith(f"donation       {past} -> {present}: in place") for line in lines)
 
 
+def test_a_jax_result_field_is_matched_by_its_name():
+    result = compile_model(cache_model(names=("past_keys", "result['present_keys']")))
+    assert donations_of(result) == [("past_keys", "result['present_keys']")]
+
+
 def test_no_pair_without_inference_or_with_other_names():
     assert "donations" not in compile_model(cache_model(), infer_donation=False).manifest
     assert "donations" not in compile_model(cache_model(names=("cache", "cache_out"))).manifest

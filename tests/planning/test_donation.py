@@ -114,3 +114,34 @@ def test_copies_when_a_run_time_check_reads_the_input():
     plan = plan_of(text)
     assert plan.notes["donations"][0]["why"] == "a run-time check reads it after the last kernel"
     assert plan.checks[0].ok.name != "past" and plan.slices[plan.checks[0].ok.name].kind == "arena"
+
+
+# the cache updated layer by layer (JAX's dynamic_update_slice per layer), read between the updates
+LAYERS = """
+    graph @g(%past: f32[2,16,8], %at0: i64[3], %at1: i64[3], %u0: f32[1,1,8], %u1: f32[1,1,8]) {
+      %p1 = scatter(%past, %at0, %u0) {index_vector_dim = 0, inserted_window_dims = [], kind = "assign", scatter_dims_to_operand_dims = [0, 1, 2], update_window_dims = [0, 1, 2]} : f32[2,16,8]
+      %r0 = reduce(%p1) {axes = [0, 1, 2], kind = "sum"} : f32[]
+      %present = scatter(%p1, %at1, %u1) {index_vector_dim = 0, inserted_window_dims = [], kind = "assign", scatter_dims_to_operand_dims = [0, 1, 2], update_window_dims = [0, 1, 2]} : f32[2,16,8]
+      return %present as "present", %r0 as "r0"
+    }"""
+
+
+def test_a_chain_of_updates_is_in_place_link_by_link():
+    plan = plan_of(LAYERS)
+    home = Slice("output", 0, 0, 2 * 16 * 8 * 4)
+    assert plan.slices["past"] == plan.slices["p1"] == plan.slices["present"] == home
+    assert order(plan) == ["p1", "r0", "present"] and plan.arena_bytes == 0
+    (note,) = plan.notes["donations"]
+    assert note["how"] == "in place"
+    assert note["why"] == ("k0_scatter (scatter), k2_scatter (scatter) write only their updated windows, in turn, "
+                           "over it; k1_reduce read it first")
+
+
+def test_a_chain_whose_value_is_needed_after_the_next_link_is_overwritten_instead():
+    text = LAYERS.replace('''      return %present as "present", %r0 as "r0"''', '''      %d = sub(%present, %p1) : f32[2,16,8]
+      return %present as "present", %r0 as "r0", %d as "d"''')
+    plan = plan_of(text)
+    (note,) = plan.notes["donations"]
+    assert note["how"] == "overwritten" and note["why"].startswith("k2_scatter writes the whole output without")
+    assert plan.slices["p1"].kind == "arena" and plan.slices["past"] == plan.slices["present"]
+    assert order(plan).index("p1") < order(plan).index("present")
