@@ -316,6 +316,8 @@ def _normalize_stats(ctx: Ctx, x: Value, axes: Sequence[int], eps: float) -> tup
 def _stash(ctx: Ctx, a: NodeArgs, x: Value) -> Value:
     """x in the stash type (float32 unless stash_type says otherwise): half inputs normalise in float32."""
     stash = to_dtype(int(a.attr("stash_type", 1)), "stash_type")
+    if not stash.is_float or stash.is_float8:
+        raise ctx.unsupported(f"stash_type={int(a.attr('stash_type'))} ({stash.value}) is not a precision to normalise in")
     return ctx.convert(x, stash) if x.type.dtype in (DType.F16, DType.BF16) or stash is DType.F64 else x
 
 

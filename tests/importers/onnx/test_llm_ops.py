@@ -125,6 +125,14 @@ def test_rms_normalization_bfloat16(rng):
     check_against_reference(node_model("RMSNormalization", ["x", "s"], feeds, opset=23), feeds, rtol=2e-2, atol=2e-2)
 
 
+def test_rms_normalization_refuses_an_integer_stash_type(rng):
+    feeds = {"x": randn(rng, 2, 8, dtype=np.float16), "s": randn(rng, 8, dtype=np.float16)}
+    node = helper.make_node("RMSNormalization", ["x", "s"], ["y"], name="norm", stash_type=TensorProto.INT32)
+    model = make_model([node], [vinfo(k, v) for k, v in feeds.items()], [vinfo("y", TensorProto.FLOAT16, (2, 8))], opset=23)
+    with pytest.raises(UnsupportedError, match="node 'norm' \\(RMSNormalization.*stash_type=6"):
+        import_onnx(model)
+
+
 def test_rms_normalization_is_one_kernel(rng):
     """Square, mean, rsqrt and both multiplies fuse into one row kernel."""
     from aot.pipeline import run_pipeline
