@@ -1,11 +1,14 @@
 """llama_tiny (models/make_llm.py): decode and prefill, aot against onnxruntime and jax.jit on the CPU.
 
-    python benchmarks/llm.py [--small] [--runs 20] [--out DIR] [--batches 1,8] [--position 128]
-                             [--prompts 16,64,128] [--threads N] [--copy-mib 256]
+    python benchmarks/llm.py [--small] [--runs 20] [--out DIR] [--export torch|torch23|op23]
+                             [--batches 1,8] [--position 128] [--prompts 16,64,128] [--threads N]
+                             [--copy-mib 256]
 
 Cases: a decode step (T=1) at batch 1 and 8 with the cache filled up to --position, and
 a prefill of each prompt length at batch 1 into an empty cache. For each case aot
-compiles the torch export (llama_tiny.onnx) with --shape; the engines are aot's Session
+compiles one ONNX export with --shape (--export: torch, the default, is torch.onnx.export
+at its default opset, llama_tiny.onnx; torch23 the same at opset 23, with RMSNormalization
+and Attention nodes; op23 the onnx.helper graph with RotaryEmbedding too); the engines are aot's Session
 at 1 thread and at N (default: all cores), onnxruntime on the same ONNX at 1 and N, and
 jax.jit of the same decoder on the same weights (XLA's CPU client, all cores). aot's
 outputs are checked against onnxruntime's first (err: max |aot - ort| over each
@@ -95,19 +98,30 @@ def copy_bandwidth(mib: int, repeats: int = 5) -> float:
     return 2 * src.nbytes / statistics.median(times) / 1e9
 
 
-def ensure_models(out: Path, cfg: make_llm.Config) -> Path:
-    """The weights and the torch export in `out`, reused when an earlier run wrote them for this config."""
-    weights, model = out / f"{make_llm.NAME}.npz", out / f"{make_llm.NAME}.onnx"
-    if weights.is_file() and model.is_file() and make_llm.load_weights(weights)[0] == cfg:
+EXPORTS = {"torch": f"{make_llm.NAME}.onnx", "torch23": f"{make_llm.NAME}_torch23.onnx",
+           "op23": f"{make_llm.NAME}_op23.onnx"}
+
+
+def ensure_models(out: Path, cfg: make_llm.Config, export: str) -> Path:
+    """The weights and the export in `out`, reused when an earlier run wrote them for this config."""
+    weights, model = out / f"{make_llm.NAME}.npz", out / EXPORTS[export]
+    if not (weights.is_file() and make_llm.load_weights(weights)[0] == cfg):
+        out.mkdir(parents=True, exist_ok=True)
+        make_llm.save_weights(weights, cfg, make_llm.make_weights(cfg))
+        for stale in EXPORTS.values():  # made from other weights
+            (out / stale).unlink(missing_ok=True)
+    if model.is_file():
         return model
-    out.mkdir(parents=True, exist_ok=True)
-    make_llm.save_weights(weights, cfg, make_llm.make_weights(cfg))
-    make_llm.export_torch(cfg, make_llm.load_weights(weights)[1], model)
+    saved = make_llm.load_weights(weights)[1]
+    if export == "op23":
+        make_llm.export_op23(cfg, saved, model)
+    else:
+        make_llm.export_torch(cfg, saved, model, opset=23 if export == "torch23" else None)
     return model
 
 
 def compile_case(model: Path, cfg: make_llm.Config, case: Case, out: Path) -> Path:
-    artifact = out / f"{case.kind}_b{case.batch}_t{case.tokens}.aot"
+    artifact = out / f"{model.stem}_{case.kind}_b{case.batch}_t{case.tokens}.aot"
     cache = cfg.cache_shape(case.batch)
     aot.compile(model, artifact, shapes={"input_ids": (case.batch, case.tokens), "past_keys": cache,
                                          "past_values": cache})
@@ -213,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the test config (tiny; for checking this program)")
     parser.add_argument("--runs", type=int, default=20, help="timed runs per engine and case (medians)")
     parser.add_argument("--out", type=Path, help="models and artifacts here, reused by a later run (default: temporary)")
+    parser.add_argument("--export", choices=sorted(EXPORTS), default="torch",
+                        help="which ONNX export aot and onnxruntime run (default torch)")
     parser.add_argument("--batches", type=parse_ints, default=[1, 8], help="decode batch sizes (default 1,8)")
     parser.add_argument("--position", type=int, help="decode's cache position (default 128; --small 16)")
     parser.add_argument("--prompts", type=parse_ints, help="prefill lengths (default 16,64,128; --small 8,16)")
@@ -231,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     jax.config.update("jax_enable_x64", True)  # int64 ids and position, as the interface says
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
-        model = ensure_models(out, cfg)
+        model = ensure_models(out, cfg, args.export)
         _, weights = make_llm.load_weights(out / f"{make_llm.NAME}.npz")
         jitted = jax.jit(make_llm.jax_decoder(cfg, weights), donate_argnums=(2, 3))
         weight_bytes = 4 * cfg.parameters()
@@ -239,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         host = CpuTarget.host()
         print(f"CPU: {cpu_model_name()}, {os.cpu_count()} cores; aot compiles for {host.cpu} ({host.code_path})")
         print(f"model: {make_llm.NAME} {cfg.parameters() / 1e6:.2f} M parameters, {weight_bytes / 1e6:.1f} MB of "
-              f"float32 weights, cache {cfg.max_len} slots; runs={args.runs}, medians in ms")
+              f"float32 weights, cache {cfg.max_len} slots; ONNX: {model.name}; runs={args.runs}, medians in ms")
         print(f"memcpy-style bandwidth: {copy_gbs:.1f} GB/s ({args.copy_mib} MiB numpy copy, read + write, 1 thread)")
         rows = [bench_case(model, cfg, jitted, case, out, args.runs, args.threads) for case in cases]
         print()

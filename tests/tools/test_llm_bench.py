@@ -42,7 +42,7 @@ def test_small_run_prints_one_row_per_case(tmp_path: Path, capsys) -> None:
     decode, prefill = rows
     assert float(decode[11]) > 0 and decode[12].endswith("%")  # weight streaming: decode only
     assert prefill[11] == prefill[12] == "-"
-    assert (tmp_path / "decode_b1_t1.aot").is_file()  # kept for profile_kernels.py
+    assert (tmp_path / "llama_tiny_decode_b1_t1.aot").is_file()  # kept for profile_kernels.py
 
 
 def test_failed_case_is_a_row_of_the_same_width() -> None:
