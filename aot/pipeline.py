@@ -34,6 +34,7 @@ from aot.rewrite.output_copies import OutputCopies
 from aot.rewrite.patch_conv import PatchConv
 from aot.rewrite.scatter_transpose import ScatterTranspose
 from aot.rewrite.simplify import Simplify
+from aot.rewrite.stacked_updates import StackedUpdates
 
 MAX_ROUNDS = 8
 
@@ -50,8 +51,8 @@ def import_cleanup() -> list[Pass]:
 
 def default_passes(lanes: int = 16) -> list[Pass]:
     """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes)."""
-    return [ConstFold(), Simplify(), ScatterTranspose(), FoldScale(), CommonSubexprElim(), DeadCodeElim(),
-            OutputCopies(), PatchConv(), Layout(lanes)]
+    return [ConstFold(), Simplify(), ScatterTranspose(), StackedUpdates(), FoldScale(), CommonSubexprElim(),
+            DeadCodeElim(), OutputCopies(), PatchConv(), Layout(lanes)]
 
 
 @dataclass

@@ -81,3 +81,48 @@ def cache_feeds(shape=(1, 2, 16, 8), steps: int = 1, position: int = 5, seed: in
     return {past: rng.standard_normal(shape).astype(np.float32), "position": np.array(position, np.int64),
             "new_keys": rng.standard_normal((b, h, steps, d)).astype(np.float32),
             "q": rng.standard_normal((b, h, steps, d)).astype(np.float32)}
+
+
+def stacked_cache_model(layers: int = 2, shape=(1, 2, 16, 8), steps: int = 1):
+    """A cache of `layers` layers, past_keys [L, B, H, S, D], written as torch exports a
+    decoder's stacked static cache: per layer, Gather the layer, index_copy_ its T new rows
+    (Transpose, ScatterND, Transpose back), read it (attn_i, from that layer's q_i), and stack
+    the layers back (Unsqueeze, Concat) as present_keys. Inputs: past_keys, position, and
+    per layer new_i [B, H, T, D] and q_i."""
+    b, h, s, d = shape
+    inits = [_const("steps", np.arange(steps, dtype=np.int64)), _const("one", np.array([1], np.int64)),
+             _const("zero", np.array([0], np.int64))]
+    nodes = [helper.make_node("Add", ["steps", "position"], ["rows"]),
+             helper.make_node("Unsqueeze", ["rows", "one"], ["index"])]
+    inputs = [vinfo("past_keys", F32, (layers, *shape)), vinfo("position", I64, ())]
+    outputs = [vinfo("present_keys", F32, (layers, *shape))]
+    stacked = []
+    for i in range(layers):
+        inits.append(_const(f"layer{i}", np.array(i, np.int64)))
+        nodes += [helper.make_node("Gather", ["past_keys", f"layer{i}"], [f"past{i}"], axis=0),
+                  helper.make_node("Transpose", [f"past{i}"], [f"past{i}_t"], perm=[2, 1, 0, 3]),
+                  helper.make_node("Transpose", [f"new{i}"], [f"new{i}_t"], perm=[2, 1, 0, 3]),
+                  helper.make_node("ScatterND", [f"past{i}_t", "index", f"new{i}_t"], [f"cache{i}_t"]),
+                  helper.make_node("Transpose", [f"cache{i}_t"], [f"cache{i}"], perm=[2, 1, 0, 3]),
+                  helper.make_node("Transpose", [f"cache{i}"], [f"keys{i}_t"], perm=[0, 1, 3, 2]),
+                  helper.make_node("MatMul", [f"q{i}", f"keys{i}_t"], [f"scores{i}"]),
+                  helper.make_node("Softmax", [f"scores{i}"], [f"probs{i}"], axis=-1),
+                  helper.make_node("MatMul", [f"probs{i}", f"cache{i}"], [f"attn{i}"]),
+                  helper.make_node("Unsqueeze", [f"cache{i}", "zero"], [f"stack{i}"])]
+        stacked.append(f"stack{i}")
+        inputs += [vinfo(f"new{i}", F32, (b, h, steps, d)), vinfo(f"q{i}", F32, (b, h, steps, d))]
+        outputs.append(vinfo(f"attn{i}", F32, (b, h, steps, d)))
+    nodes.append(helper.make_node("Concat", stacked, ["present_keys"], axis=0))
+    return make_model(nodes, inputs, outputs, inits, opset=18)
+
+
+def stacked_cache_feeds(layers: int = 2, shape=(1, 2, 16, 8), steps: int = 1, position: int = 5,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+    b, h, s, d = shape
+    rng = np.random.default_rng(seed)
+    feeds = {"past_keys": rng.standard_normal((layers, *shape)).astype(np.float32),
+             "position": np.array(position, np.int64)}
+    for i in range(layers):
+        feeds[f"new{i}"] = rng.standard_normal((b, h, steps, d)).astype(np.float32)
+        feeds[f"q{i}"] = rng.standard_normal((b, h, steps, d)).astype(np.float32)
+    return feeds

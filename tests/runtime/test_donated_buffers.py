@@ -18,7 +18,7 @@ from aot.driver import compile_model
 from aot.errors import ArtifactError, RunError
 from aot.runtime.device_array import DeviceArray
 from aot.runtime.session import Session
-from donation_util import cache_feeds, cache_model
+from donation_util import cache_feeds, cache_model, stacked_cache_feeds, stacked_cache_model
 from fake_cuda_util import fake_cuda_env, fake_cuda_stat
 
 DTOD = "cuMemcpyDtoDAsync_v2"
@@ -96,6 +96,28 @@ def test_outputs_on_the_cpu_are_checked(cache):
     with pytest.raises(RunError, match="overlaps its donated input 'past_keys' without being the same buffer"):
         session.run(None, {**feeds, "past_keys": shifted[1:].reshape(1, 2, 16, 8)},
                     outputs={"present_keys": shifted[:-1].reshape(1, 2, 16, 8)})
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_a_stacked_cache_updated_layer_by_layer_in_place(steps):
+    """torch's stacked static cache (per layer: Gather, index_copy_'s Transpose-ScatterND-Transpose,
+    attention, then Unsqueeze and Concat): one scatter per layer on the cache itself, in place."""
+    model = stacked_cache_model(layers=3, steps=steps)
+    result = compile_model(model)
+    (note,) = result.tooling["donations"]
+    assert note["how"] == "in place" and note["why"].count("(scatter)") == 3
+    reference = _reference(model)
+    session = Session(result.artifact, threads=3)
+    cache_array = stacked_cache_feeds(layers=3, steps=steps)["past_keys"]
+    want_cache = cache_array.copy()
+    for position in (0, 4, 13):
+        feeds = {**stacked_cache_feeds(layers=3, steps=steps, position=position, seed=position),
+                 "past_keys": cache_array}
+        want = reference.run(None, {**feeds, "past_keys": want_cache})
+        got = session.run(None, feeds, outputs={"present_keys": cache_array})
+        assert got[0] is cache_array
+        _close(got, want)
+        want_cache = want[0]
 
 
 def _edited(artifact: bytes, donations) -> bytes:
