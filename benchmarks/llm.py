@@ -197,7 +197,7 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def format_table(rows: list[Row], weight_bytes: int, copy_gbs: float, threads: int) -> list[str]:
     engines = [e.replace("Nt", f"{threads}t") for e in ENGINES]
-    header = ["case", "tokens", *[f"{e} ms" for e in engines], f"aot/ort 1t", f"aot/ort {threads}t",
+    header = ["case", "tokens", *[f"{e} ms" for e in engines], "aot/ort 1t", f"aot/ort {threads}t",
               "aot/jax", "aot tok/s", "aot 1t GB/s", "% of copy", "cache", "err"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -262,10 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in format_table(rows, weight_bytes, copy_gbs, args.threads):
             print(line)
         print()
-        print(f"ratios: aot / peer, above 1 means aot is slower; aot/jax: aot's best thread count against jax.jit "
-              f"(XLA CPU, all cores). tok/s: tokens per call / aot's best median. GB/s: decode rows only, "
-              f"weight bytes / aot 1t median. cache: 'copied' = no donation in the artifact (each step copies "
-              f"past into present), 'in place' = donated. err: aot against onnxruntime on the same feeds.")
+        print("ratios: aot / peer, above 1 means aot is slower; aot/jax: aot's best thread count against jax.jit "
+              "(XLA CPU, all cores). tok/s: tokens per call / aot's best median. GB/s: decode rows only, "
+              "weight bytes / aot 1t median. cache: 'copied' = no donation in the artifact (each step copies "
+              "past into present), 'in place' = donated. err: aot against onnxruntime on the same feeds.")
     return 1 if any(row.problem for row in rows) else 0
 
 

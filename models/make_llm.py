@@ -263,6 +263,8 @@ def export_torch(cfg: Config, weights: Mapping[str, np.ndarray], path: Path, ops
 
 # -- ONNX opset 23: RMSNormalization, RotaryEmbedding and Attention
 def export_op23(cfg: Config, weights: Mapping[str, np.ndarray], path: Path) -> None:
+    """The decoder by hand at opset 23: the static cache through ScatterElements, GQA inside
+    Attention (4-D inputs, a boolean [T, S] mask), RoPE on [B, T, heads * D] with position ids."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -277,14 +279,14 @@ def export_op23(cfg: Config, weights: Mapping[str, np.ndarray], path: Path) -> N
         inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def op(kind: str, *inputs: str, hint: str = "", outputs: int = 1, **attrs) -> str | list[str]:
-        names = [f"{hint or kind.lower()}_{next(counter)}" for _ in range(outputs)]
-        nodes.append(helper.make_node(kind, list(inputs), names, **attrs))
-        return names[0] if outputs == 1 else names
+    def op(kind: str, *inputs: str, hint: str = "", **attrs) -> str:
+        name = f"{hint or kind.lower()}_{next(counter)}"
+        nodes.append(helper.make_node(kind, list(inputs), [name], **attrs))
+        return name
 
     cos, sin = rope_tables(cfg)
     cos_name, sin_name = const(cos, "cos_cache"), const(sin, "sin_cache")
-    hd, g = cfg.head_dim, cfg.groups
+    hd = cfg.head_dim
 
     # slots = position + [0, T); position_ids [B, T]; allowed [T, S]: slot j <= position + t
     ids_shape = op("Shape", "input_ids", hint="ids_shape")
