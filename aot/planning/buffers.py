@@ -10,7 +10,9 @@ logical buffers (XLA's allocation + slices): a value may share its buffer with
 - a dead operand, in place, when the kernel is elementwise in it (it reads
   that operand only at the index it writes, through elementwise ops, and
   this kernel is the operand's last reader): root[i] is stored after
-  operand[i] was read, and operand[i] is never read again.
+  operand[i] was read, and operand[i] is never read again; or when the operand
+  is its scatter's, which then writes the updated windows alone (a cache
+  updated layer after layer in the arena).
 
 A buffer is live from the first write of any member to the last read of
 any member (an alias extends its operand's interval). A run-time check
@@ -35,7 +37,7 @@ from aot.ir.ops import CHECKS
 from aot.plan import Check, Donation, ExecutionPlan, Kernel, Slice
 from aot.planning.donation import named, plan_donations
 from aot.planning.memory_plan import ALIGNMENT, Interval, plan_arena
-from aot.planning.same_index import same_index_reads
+from aot.planning.same_index import writes_over
 from aot.planning.schedule import renumbered, schedule, stable_order
 
 
@@ -135,7 +137,7 @@ def _in_place_host(kernel: Kernel, step: int, owner: dict[str, ArenaBuffer], las
             continue  # the buffer is still read later (through this value, another member or an alias)
         if sum(1 for h in hosts_read if h is host) != 1:
             continue  # the kernel also reads the buffer through another value
-        if same_index_reads(kernel, p):
+        if writes_over(kernel, p):
             return host, p.name
     return None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from aot.ir.graph import Graph, Value
 from aot.plan import Donation, Kernel, Slice
-from aot.planning.same_index import same_index_reads
+from aot.planning.same_index import writes_over
 from aot.planning.schedule import Ordering
 
 
@@ -118,12 +118,12 @@ def _links(kernel: Kernel, donated: Value, producers: dict[str, Kernel], aliases
     producer's chain reaches `donated` (depth first, in parameter order)."""
     read = [p for p in kernel.params if _resolve(p.name, aliases) == donated.name]
     if read:
-        return [(kernel, read[0])] if len(read) == 1 and _writes_over(kernel, read[0]) else None
+        return [(kernel, read[0])] if len(read) == 1 and writes_over(kernel, read[0]) else None
     tried.add(kernel.root.name)
     for p in kernel.params:
         producer = producers.get(p.name)
         if (producer is None or p.name in kept_apart or p.name in tried
-                or p.type.nbytes != kernel.root.type.nbytes or not _writes_over(kernel, p)):
+                or p.type.nbytes != kernel.root.type.nbytes or not writes_over(kernel, p)):
             continue
         found = _links(producer, donated, producers, aliases, kept_apart, tried)
         if found is not None:
@@ -185,7 +185,7 @@ def _refusal(donated: Value, writer: Kernel | None, readers: list[Kernel], plan:
     read = [p for p in writer.params if _resolve(p.name, aliases) == donated.name]
     if len(read) > 1:
         return f"{_ref(writer)}, which writes the output, reads it through {len(read)} values"
-    if read and not _writes_over(writer, read[0]):
+    if read and not writes_over(writer, read[0]):
         return f"{_ref(writer)} ({'+'.join(writer.ops)}), which writes the output, reads it at other indices"
     later = _descendants(writer, plan, aliases)
     for reader in readers:
@@ -193,17 +193,6 @@ def _refusal(donated: Value, writer: Kernel | None, readers: list[Kernel], plan:
             return f"{_ref(reader)} reads it and needs the output %{writer.root.name} first"
     # the writer overwrites it in place, but a chain was not possible
     return None if not read else f"{_ref(writer)} cannot overwrite it in place"
-
-
-def _writes_over(writer: Kernel, param: Value) -> bool:
-    """`writer` may overwrite `param`'s bytes as it runs: it reads each element only at the index
-    it writes, or `param` is its scatter's operand and nothing else in it reads `param`."""
-    if same_index_reads(writer, param):
-        return True
-    root = writer.root.producer
-    if root is None or root.op != "scatter" or root.inputs[0] is not param:
-        return False
-    return sum(1 for n in writer.nodes for v in n.inputs if v is param) == 1
 
 
 def _descendants(kernel: Kernel, plan: DonationPlan, aliases: dict[str, Value],

@@ -1,6 +1,6 @@
-"""Whether a kernel reads an operand only at the index it writes: what lets its result
-overwrite that operand's bytes as it runs (an arena temporary in place, buffers.py; a
-donated input, donation.py)."""
+"""Whether a kernel may write its result over an operand's bytes as it runs: it reads the
+operand only at the index it writes, or the operand is its scatter's (an arena temporary in
+place, buffers.py; a donated input, donation.py)."""
 from __future__ import annotations
 
 from aot.ir.graph import Node, Value
@@ -30,3 +30,16 @@ def same_index_reads(kernel: Kernel, param: Value) -> bool:
             same.add(id(n))
     readers = readers_of.get(id(param), [])
     return bool(readers) and all(id(r) in same for r in readers)
+
+
+def writes_over(kernel: Kernel, param: Value) -> bool:
+    """`kernel` may overwrite `param`'s bytes as it runs: it reads each element only at the index
+    it writes, or `param` is its scatter's operand and nothing else in it reads `param` (the
+    scatter body skips its copy when the operand is the output's buffer, then writes the
+    updated windows: codegen/cpu/scatter.py, codegen/nvptx/scatter.py)."""
+    if same_index_reads(kernel, param):
+        return True
+    root = kernel.root.producer
+    if root is None or root.op != "scatter" or root.inputs[0] is not param:
+        return False
+    return sum(1 for n in kernel.nodes for v in n.inputs if v is param) == 1

@@ -121,3 +121,24 @@ def test_does_not_alias_a_reshape_that_is_a_graph_output():
         }"""))
     plan = assign_buffers(graph, fuse(graph))
     assert plan.slices["r"].kind == "output" and plan.notes["aliases"] == 0
+
+
+def test_a_scatter_writes_over_its_dead_operand_in_place():
+    """A cache updated twice in the arena: the second update overwrites the first's buffer
+    (its reader ran before), writing only its windows."""
+    text = """
+        graph @g(%past: f32[2,16,8], %at0: i64[3], %at1: i64[3], %u: f32[1,1,8]) {
+          %p1 = scatter(%past, %at0, %u) SCATTER : f32[2,16,8]
+          %r0 = reduce(%p1) {axes = [0, 1, 2], kind = "sum"} : f32[]
+          %p2 = scatter(%p1, %at1, %u) SCATTER : f32[2,16,8]
+          %r1 = reduce(%p2) {axes = [0, 1, 2], kind = "max"} : f32[]
+          return %r1 as "r1", %r0 as "r0"
+        }""".replace("SCATTER", '{index_vector_dim = 0, inserted_window_dims = [], kind = "assign", '
+                                 'scatter_dims_to_operand_dims = [0, 1, 2], update_window_dims = [0, 1, 2]}')
+    graph = parse_graph(ir(text))
+    plan = assign_buffers(graph, fuse(graph))
+    assert plan.slices["p2"] == plan.slices["p1"] and plan.slices["p1"].kind == "arena"
+    assert plan.notes["in_place"] == 1 and plan.arena_bytes == 2 * 16 * 8 * 4
+    read_late = text.replace('return %r1 as "r1", %r0 as "r0"', 'return %r1 as "r1", %r0 as "r0", %p1 as "p1"')
+    graph = parse_graph(ir(read_late))
+    assert assign_buffers(graph, fuse(graph)).notes["in_place"] == 0  # p1 lives on as an output
