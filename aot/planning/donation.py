@@ -9,7 +9,7 @@ first that applies:
 
 - in place: a chain of kernels, from one reading input j to the one writing output k,
   each overwriting its predecessor's value as it runs: reading it only at the index it
-  writes (elementwise, same_index.same_index_reads) or as its scatter's operand, whose
+  writes (elementwise) or as its scatter's operand (same_index.writes_over), whose
   copy is a no-op in place so only the updated windows are written. Every value on the
   chain lives in output k's buffer, and every other reader of each one runs before the
   kernel that overwrites it (an ordering for the scheduler, schedule.py's `after`).
