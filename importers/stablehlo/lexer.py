@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 from aot.errors import ModelError
 
+# Strings are matched as runs of plain characters between escapes ("unrolled"): one
+# alternative per character made a 34 MB dense<"0x..."> literal take 45 s to lex.
 _TOKEN = re.compile(
     r"""(?P<ws>\s+|//[^\n]*)
       |(?P<value>%[A-Za-z0-9_.$\-]+(?:\#\d+)?)
       |(?P<block>\^[A-Za-z0-9_.$\-]+)
-      |(?P<symbol>@(?:[A-Za-z0-9_.$\-]+|"(?:[^"\\]|\\.)*"))
+      |(?P<symbol>@(?:[A-Za-z0-9_.$\-]+|"[^"\\]*(?:\\.[^"\\]*)*"))
       |(?P<hash>\#[A-Za-z_][A-Za-z0-9_.$\-]*)
-      |(?P<string>"(?:[^"\\\n]|\\.)*")
+      |(?P<string>"[^"\\\n]*(?:\\.[^"\\\n]*)*")
       |(?P<number>0x[0-9A-Fa-f]+|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
       |(?P<ident>[A-Za-z_][A-Za-z0-9_.$]*)
       |(?P<punct>->|[(){}\[\]<>,=:?*+\-!|])
