@@ -29,6 +29,7 @@ from aot.rewrite.const_fold import ConstFold
 from aot.rewrite.cse import CommonSubexprElim
 from aot.rewrite.dce import DeadCodeElim
 from aot.rewrite.fold_scale import FoldScale
+from aot.rewrite.grouped_dot import GroupedDot
 from aot.rewrite.layout import Layout
 from aot.rewrite.output_copies import OutputCopies
 from aot.rewrite.patch_conv import PatchConv
@@ -51,7 +52,7 @@ def import_cleanup() -> list[Pass]:
 
 def default_passes(lanes: int = 16) -> list[Pass]:
     """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes)."""
-    return [ConstFold(), Simplify(), ScatterTranspose(), StackedUpdates(), FoldScale(), CommonSubexprElim(),
+    return [ConstFold(), Simplify(), ScatterTranspose(), StackedUpdates(), GroupedDot(), FoldScale(), CommonSubexprElim(),
             DeadCodeElim(), OutputCopies(), PatchConv(), Layout(lanes)]
 
 
