@@ -25,6 +25,11 @@ head), so GB/s = weight bytes / step time, against a memcpy-style bandwidth meas
 the same run: numpy copying a buffer of --copy-mib MiB (far beyond the last-level cache),
 counted as read + write bytes (STREAM's copy convention), one thread.
 
+--generate N: then greedy generation of N tokens after a 16-token prompt, by aot (the
+prefill and decode artifacts, the cache in place), onnxruntime and jax.jit: the largest
+logits difference per peer (over each step's logits scale) and whether the tokens are
+the same.
+
 --small: the test config (models/make_llm.py SMALL), prompts 8,16 and position 16.
 """
 from __future__ import annotations
@@ -191,6 +196,57 @@ def bench_case(model: Path, cfg: make_llm.Config, weights_jit: Callable, case: C
     return row
 
 
+Step = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]  # feeds -> logits, present keys, values
+
+
+def generate(cfg: make_llm.Config, step: Step, prompt: int, steps: int) -> tuple[list[np.ndarray], list[int]]:
+    """Each step's logits and the greedy tokens: the prompt (seeded ids), then `steps` decode steps."""
+    feeds = make_llm.make_inputs(cfg, 1, prompt, 0, seed=7, filled=False)
+    all_logits, tokens = [], []
+    for _ in range(steps + 1):
+        logits, keys, values = (np.asarray(a) for a in step(feeds))
+        all_logits.append(logits)
+        tokens.append(int(logits[0, -1].argmax()))
+        position = int(feeds["position"]) + feeds["input_ids"].shape[1]
+        feeds = {"input_ids": np.array([[tokens[-1]]], np.int64), "position": np.array(position, np.int64),
+                 "past_keys": keys, "past_values": values}
+    return all_logits, tokens
+
+
+def aot_generation_step(prefill: Path, decode: Path) -> Step:
+    """aot's step: the prefill artifact for the prompt, the decode one after, its cache in place
+    where the artifact donates it (the same arrays fed and written, step after step)."""
+    sessions = {False: aot.Session(prefill), True: aot.Session(decode)}
+
+    def step(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        session = sessions[feeds["input_ids"].shape[1] == 1]
+        donated = getattr(session, "donations", {})
+        own = {k: np.array(v) for k, v in feeds.items()}
+        outputs = {output: own[name] for name, output in donated.items()}
+        return session.run(None, own, outputs=outputs) if outputs else session.run(None, own)
+
+    return step
+
+
+def check_generation(model: Path, cfg: make_llm.Config, weights: Mapping[str, np.ndarray], out: Path,
+                     steps: int, prompt: int = 16) -> list[str]:
+    """Greedy generation by aot, onnxruntime and JAX; lines to print."""
+    prefill = compile_case(model, cfg, Case("prefill", 1, prompt, 0), out)
+    decode = compile_case(model, cfg, Case("decode", 1, 1, 0), out)
+    ort = make_llm.ort_session(model)
+    ours = generate(cfg, aot_generation_step(prefill, decode), prompt, steps)
+    lines = [f"greedy generation after a {prompt}-token prompt, {steps} decode steps, {len(ours[1])} tokens: "
+             f"aot {ours[1]}"]
+    peers = {"onnxruntime": lambda feeds: ort.run(list(make_llm.OUTPUTS), dict(feeds)),
+             "jax.jit": make_llm.jax_engine(cfg, weights)}
+    for name, step in peers.items():
+        logits, tokens = generate(cfg, step, prompt, steps)
+        err = max(make_llm.max_scaled_error(a, b) for a, b in zip(ours[0], logits))
+        lines.append(f"  against {name}: same tokens: {'yes' if tokens == ours[1] else 'NO ' + str(tokens)}; "
+                     f"largest logits difference over {steps + 1} steps {err:.1e} of their scale")
+    return lines
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
@@ -234,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=parse_ints, help="prefill lengths (default 16,64,128; --small 8,16)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the N of aot/ort Nt (default: all cores)")
     parser.add_argument("--copy-mib", type=int, default=256, help="the memcpy buffer, MiB (default 256)")
+    parser.add_argument("--generate", type=int, default=0, help="then greedy generation of N tokens, compared")
     args = parser.parse_args(argv)
     cfg = make_llm.SMALL if args.small else make_llm.FULL
     position = args.position if args.position is not None else (16 if args.small else 128)
@@ -266,7 +323,13 @@ def main(argv: list[str] | None = None) -> int:
               "(XLA CPU, all cores). tok/s: tokens per call / aot's best median. GB/s: decode rows only, "
               "weight bytes / aot 1t median. cache: 'copied' = no donation in the artifact (each step copies "
               "past into present), 'in place' = donated. err: aot against onnxruntime on the same feeds.")
-    return 1 if any(row.problem for row in rows) else 0
+        same = True
+        if args.generate:
+            print()
+            lines = check_generation(model, cfg, weights, out, args.generate)
+            same = not any("same tokens: NO" in line for line in lines)
+            print("\n".join(lines))
+    return 1 if any(row.problem for row in rows) or not same else 0
 
 
 if __name__ == "__main__":
