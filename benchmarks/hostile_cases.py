@@ -201,6 +201,10 @@ def _manifest_edits(m: dict) -> dict[str, Callable[[dict], object]]:
         "weights_alignment_3": setp("weights.alignment", 3),
         "weights_alignment_huge": setp("weights.alignment", 1 << 40),
         "arena_bytes_0": setp("arena.bytes", 0),
+        # a donated pair the code was not built for (or outside the inputs/outputs), or one dropped
+        "donations_first_pair": setp("donations", [{"input": 0, "output": 0}]),
+        "donations_out_of_range": setp("donations", [{"input": 99, "output": 0}]),
+        "donations_dropped": setp("donations", []),
         "arena_bytes_1": setp("arena.bytes", 1),
         "arena_bytes_half": lambda d: d["arena"].__setitem__("bytes", d["arena"]["bytes"] // 2),
         "arena_bytes_huge": setp("arena.bytes", 1 << 62),

@@ -51,7 +51,8 @@ def _model(name: str, nodes, inputs, outputs, weights=()) -> onnx.ModelProto:
 
 
 def seed_models() -> dict[str, onnx.ModelProto]:
-    """Four graphs that cover one and several inputs/outputs, weights and kernels."""
+    """Five graphs that cover one and several inputs/outputs, weights, kernels, and a donated
+    buffer (cache: past is updated in place into present, the pair inferred from the names)."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((8, 4)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
@@ -67,6 +68,9 @@ def seed_models() -> dict[str, onnx.ModelProto]:
         "conv": _model("conv", [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1]),
                                 helper.make_node("Relu", ["c"], ["y"])],
                        [("x", [1, 1, 6, 6])], [("y", [1, 2, 6, 6])], [("k", k)]),
+        "cache": _model("cache", [helper.make_node("Add", ["past", "x"], ["present"]),
+                                  helper.make_node("Softmax", ["present"], ["y"])],
+                        [("past", [2, 8]), ("x", [2, 8])], [("present", [2, 8]), ("y", [2, 8])]),
     }
 
 
