@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aot.arith import ceil_div
-from aot.ir import DType, Value
+from aot.ir import DType, TensorType, Value
 
 from .context import Ctx, NodeArgs, broadcast_shape, norm_axis, op_registry, static_ints
 from .loader import tensor_to_array
@@ -74,11 +74,46 @@ def _size(ctx: Ctx, a: NodeArgs) -> list[Value]:
     return [ctx.constant(np.array(a.inputs[0].type.size, dtype=np.int64))]
 
 
+def _offset_from(ctx: Ctx, limit: Value, start: Value) -> np.ndarray | None:
+    """limit - start where limit is start plus a constant (Range(position, position + T), as a
+    decoder's positions are written): that constant, else None."""
+    node = limit.producer
+    if node is None or node.op != "add":
+        return None
+    for x, c in (node.inputs, node.inputs[::-1]):
+        offset = ctx.const(c)
+        if x is start and offset is not None and offset.size == 1:
+            return offset.reshape(())
+    return None
+
+
+def _range_from_run_time_start(ctx: Ctx, a: NodeArgs) -> Value | None:
+    """Range(start, start + c, delta) with a run-time start: c / delta elements whatever start is,
+    start + iota * delta at run time. None when the inputs are not of that form."""
+    start, limit, delta_value = a.inputs
+    delta, offset = ctx.const(delta_value), _offset_from(ctx, limit, start)
+    if delta is None or offset is None or delta.size != 1 or start.type.size != 1:
+        return None
+    delta = delta.reshape(())
+    if float(delta) == 0:
+        raise ctx.error("delta is 0")
+    count = max(int(math.ceil(float(offset) / float(delta))), 0)
+    dtype = start.type.dtype
+    steps = ctx.op("mul", [ctx.op("iota", [], shape=(count,), dim=0, dtype=dtype),
+                           ctx.full(delta.item(), TensorType(dtype, (count,)))])
+    first = ctx.op("broadcast", [ctx.reshape(start, ())], shape=(count,), dims=())
+    return ctx.op("add", [first, steps])
+
+
 @op("Range")
 def _range(ctx: Ctx, a: NodeArgs) -> list[Value]:
     arrays = [ctx.const(v) for v in a.inputs]
     if any(x is None for x in arrays):
-        raise ctx.unsupported("start, limit and delta must be known at compile time")
+        ranged = _range_from_run_time_start(ctx, a) if arrays[0] is None and len(a.inputs) == 3 else None
+        if ranged is not None:
+            return [ranged]
+        raise ctx.unsupported("start, limit and delta must be known at compile time (or limit be start plus a "
+                              "constant)")
     if any(x.size != 1 for x in arrays):
         raise ctx.error(f"start, limit and delta must be scalars, got shapes {[list(x.shape) for x in arrays]}")
     # exporters' function expansions pass 1-element vectors where the spec says scalars

@@ -597,6 +597,27 @@ def test_expand_tile_constant_of_shape_range():
                                                   "c": np.array(-0.4, np.float32)})
 
 
+@pytest.mark.parametrize(("start", "offset", "delta"), [(np.int64(5), 4, 1), (np.int64(250), 6, 2),
+                                                      (np.float32(0.5), -1.0, -0.4), (np.int64(3), 0, 1)])
+def test_range_from_a_run_time_start_plus_a_constant(start, offset, delta):
+    """Range(p, p + c, d) with a run-time p (a decoder's positions): c / d elements whatever p is."""
+    dtype = helper.np_dtype_to_tensor_dtype(np.asarray(start).dtype)
+    nodes = [helper.make_node("Add", ["p", "c"], ["end"]), helper.make_node("Range", ["p", "end", "d"], ["y"])]
+    inits = [numpy_helper.from_array(np.asarray(offset, start.dtype), "c"),
+             numpy_helper.from_array(np.asarray(delta, start.dtype), "d")]
+    model = make_model(nodes, [vinfo("p", dtype, [])], [vinfo("y", dtype, None)], inits)
+    for p in (start, start + 7):
+        compare(model, {"p": np.asarray(p, start.dtype)})
+
+
+def test_range_of_a_run_time_limit_is_refused():
+    nodes = [helper.make_node("Range", ["a", "n", "d"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "a"), numpy_helper.from_array(np.array(1, np.int64), "d")]
+    model = make_model(nodes, [vinfo("n", TensorProto.INT64, [])], [vinfo("y", TensorProto.INT64, None)], inits)
+    with pytest.raises(UnsupportedError, match="must be known at compile time"):
+        import_onnx(model)
+
+
 @pytest.mark.parametrize("attrs", [
     {"value": helper.make_tensor("v", TensorProto.FLOAT, [2, 2], [1, 2, 3, 4])},
     {"value_float": 1.5}, {"value_floats": [1.0, 2.0]}, {"value_int": 3}, {"value_ints": [4, 5, 6]},
