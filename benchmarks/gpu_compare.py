@@ -11,6 +11,13 @@ over a bundle that benchmarks/gpu_bundle.py wrote where the compiler runs. In or
 2. latency per model and batch: the median wall time of one call, synchronized, after
    warmup (runs bounded by count and by time): aot with device tensors in and out
    (aot_run_device, CUDA graph on), PyTorch eager, JAX jit of the same graph;
+2b. llama_tiny (the bundle's "llm" entries: decode steps at batch 1 and 8, one prefill of 64
+   tokens): its GPU outputs against the CPU artifact's, on host arrays and on device tensors
+   with the cache donated (past_* and present_* the same device tensor, Session.donations),
+   then per step the latency of aot that way, torch eager (make_llm.torch_module) and JAX
+   jit of make_llm.jax_decoder with its cache donated (donate_argnums), both with the
+   bundle's rounded weights (torch.compile is not run on them: it would eat the deadline);
+   the table gives tokens/s (batch x tokens per call) for these;
 3. one n^3 fp32 GEMM (A and B inputs) against torch.matmul (cuBLAS), TF32 off, and the
    tf32 build against cuBLAS with TF32 on;
 4. aot_run_device's overhead on the smallest model at batch 1: the wall time of a run
@@ -58,7 +65,7 @@ sys.path.insert(0, str(ROOT / "models"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch and aot
 
-from gpu_bundle import case_input  # noqa: E402
+from gpu_bundle import case_input, feeds_crc32, llm_inputs, llm_reference, load_llm_weights  # noqa: E402
 
 RTOL = 1e-3
 ATOL = 1e-4  # times max(1, max |reference|)
@@ -93,6 +100,7 @@ class Row:
     model: str
     batch: int
     cells: dict[str, float | str] = field(default_factory=dict)
+    tokens: int = 0  # per sequence and call, for tokens/s; 0: not a language model step
 
 
 def error_text(err: BaseException) -> str:
@@ -255,6 +263,7 @@ class Check:
             except Exception as err:
                 self.jax_error = f"n/a (no jax: {type(err).__name__})"
         self.rows = [Row(e["model"], e["batch"]) for e in meta["models"]]
+        self.llm_rows = [Row(e["model"], e["batch"], tokens=e["tokens"]) for e in meta.get("llm", [])]
         self.onnx_cache: dict[str, bytes] = {}
         self.failures = 0
         self.notes: list[str] = []
@@ -360,6 +369,124 @@ class Check:
                 self.notes.append(f"jax's outputs differ from the CPU artifact's on {entry['model']} b{entry['batch']} "
                                   f"(max abs err {worst:.3g})")
             ms, _ = median_ms(peer.call, lambda: None, self.settings)
+            return ms
+        except Exception as err:
+            return error_text(err)
+
+    def llm(self) -> None:
+        """llama_tiny's steps: correctness on the GPU, then latency of aot, eager and JAX."""
+        entries = self.meta.get("llm", [])
+        if not entries:
+            return
+        print("\n## llama_tiny on the GPU against the CPU artifact's outputs (cache donated)\n", flush=True)
+        print("| model | batch | path | max abs err | max rel err | status |")
+        print("|---|---|---|---|---|---|")
+        try:
+            cfg, weights = load_llm_weights(self.bundle / entries[0]["weights"])
+        except Exception as err:
+            for entry, row in zip(entries, self.llm_rows):
+                self.report(entry, "weights", None, [], error_text(err))
+                row.cells = {peer: error_text(err) for peer in ("aot",) + self.peers}
+            return
+        for entry, row in zip(entries, self.llm_rows):
+            row.cells["compile"] = "not run"  # torch.compile: the suite models only (deadline)
+            if self.deadline.left() < self.settings.reserve + 10:
+                row.cells.setdefault("aot", "skipped (deadline)")
+                continue
+            try:
+                feeds = llm_inputs(cfg, entry)
+                if feeds_crc32(feeds) != entry["feeds_crc32"]:
+                    raise RuntimeError(f"{entry['folder']}: this numpy makes other feeds than the bundle's")
+                with np.load(self.bundle / entry["folder"] / "cpu_outputs.npz") as cpu:
+                    want = llm_reference(cpu, feeds, entry)
+            except Exception as err:
+                self.report(entry, "inputs", None, [], error_text(err))
+                row.cells = {peer: error_text(err) for peer in ("aot",) + self.peers}
+                continue
+            path = self.bundle / entry["folder"] / "model.aot"
+            try:
+                from aot.runtime.session import Session
+
+                with Session(path, device="cuda") as session:
+                    self.report(entry, "aot, host arrays", session.run(None, feeds), want)
+            except Exception as err:
+                self.report(entry, "aot, host arrays", None, want, error_text(err))
+            row.cells["aot"] = self._llm_aot(entry, path, feeds, want)
+            if "eager" in self.peers:
+                row.cells["eager"] = self._llm_eager(cfg, weights, feeds)
+            if "jax" in self.peers:
+                row.cells["jax"] = self._llm_jax(entry, cfg, weights, feeds, want)
+            shown = ", ".join(f"{k} {v:.3f} ms" if isinstance(v, float) else f"{k} {v}" for k, v in row.cells.items())
+            print(f"{row.model} b{row.batch}: {shown}", flush=True)
+
+    def _llm_aot(self, entry: dict[str, Any], path: Path, feeds: dict[str, np.ndarray],
+                 want: list[np.ndarray]) -> float | str:
+        """Device tensors in and out, each donated input's tensor given as its output too (the
+        step updates the cache in place); the first call checked, then timed."""
+        try:
+            runner = AotDevice(path, self.torch, feeds)
+        except Exception as err:
+            self.report(entry, "aot, device tensors, cache donated", None, want, error_text(err))
+            return error_text(err)
+        try:
+            donated = runner.session.donations
+            if not donated:
+                raise RuntimeError("the session donates nothing (a runtime before ABI 5, or an artifact without donations)")
+            for name, output in donated.items():
+                runner.outputs[output] = runner.feeds[name]
+            runner.call()
+            self.report(entry, "aot, device tensors, cache donated", runner.results(), want)
+            ms, runs = median_ms(runner.call, lambda: None, self.settings)
+            print(f"{entry['model']} b{entry['batch']}: aot {ms:.3f} ms ({runs} runs)", flush=True)
+            return ms
+        except Exception as err:
+            self.report(entry, "aot, device tensors, cache donated", None, want, error_text(err))
+            return error_text(err)
+        finally:
+            runner.close()
+
+    def _llm_eager(self, cfg: Any, weights: dict[str, np.ndarray], feeds: dict[str, np.ndarray]) -> float | str:
+        try:
+            import make_llm
+
+            torch = self.torch.torch
+            module = make_llm.torch_module(cfg, weights).to(self.torch.device)
+            args = [self.torch.tensor(feeds[name]) for name in make_llm.INPUTS]
+            # the module makes its aranges on the default device: the step's, so the mask is there too
+            with torch.inference_mode(), torch.device(self.torch.device):
+                ms, _ = median_ms(lambda: module(*args), self.torch.sync, self.settings)
+            return ms
+        except Exception as err:
+            return error_text(err)
+
+    def _llm_jax(self, entry: dict[str, Any], cfg: Any, weights: dict[str, np.ndarray],
+                 feeds: dict[str, np.ndarray], want: list[np.ndarray]) -> float | str:
+        """jax.jit of make_llm.jax_decoder, the cache donated and fed back call after call."""
+        if self.jax is None:
+            return self.jax_error
+        try:
+            import make_llm
+
+            jax = self.jax
+            with make_llm._x64():  # int64 ids and position, as the interface says
+                jitted = jax.jit(make_llm.jax_decoder(cfg, weights), donate_argnums=(2, 3))
+                ids, position = jax.device_put(feeds["input_ids"]), jax.device_put(feeds["position"])
+                state = [jax.device_put(feeds["past_keys"]), jax.device_put(feeds["past_values"])]
+
+                def step() -> Any:
+                    logits, state[0], state[1] = jitted(ids, position, state[0], state[1])
+                    return jax.block_until_ready((logits, state[0], state[1]))
+
+                start = time.perf_counter()
+                got = [np.asarray(o) for o in step()]
+                compile_s = time.perf_counter() - start
+                worst, _, ok = compare(got, want)
+                print(f"{entry['model']} b{entry['batch']}: jax compile {compile_s:.1f} s, outputs vs CPU artifact "
+                      f"max abs err {worst:.3g} {'PASS' if ok else 'FAIL'}", flush=True)
+                if not ok:
+                    self.notes.append(f"jax's outputs differ from the CPU artifact's on {entry['model']} "
+                                      f"b{entry['batch']} (max abs err {worst:.3g})")
+                ms, _ = median_ms(step, lambda: None, self.settings)
             return ms
         except Exception as err:
             return error_text(err)
@@ -551,14 +678,27 @@ def cell(value: float | str | None) -> str:
     return f"{value:.3f}" if isinstance(value, float) else value
 
 
+def tokens_per_s(row: Row) -> str:
+    """For a language model step: batch x tokens per second of aot / eager / jax."""
+    if not row.tokens:
+        return "-"
+
+    def rate(value: float | str | None) -> str:
+        return f"{row.batch * row.tokens / value * 1e3:.0f}" if isinstance(value, float) and value > 0 else "-"
+
+    return " / ".join(rate(row.cells.get(peer)) for peer in ("aot", "eager", "jax"))
+
+
 def table(rows: list[Row]) -> list[str]:
-    lines = ["| model | batch | aot ms | eager ms | compile ms | jax ms | aot/eager | aot/compile | aot/jax |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | batch | aot ms | eager ms | compile ms | jax ms | aot/eager | aot/compile | aot/jax | "
+             "tokens/s aot / eager / jax |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         c = row.cells
         lines.append(f"| {row.model} | {row.batch} | {cell(c.get('aot'))} | {cell(c.get('eager'))} | "
                      f"{cell(c.get('compile'))} | {cell(c.get('jax'))} | {ratio(c.get('aot'), c.get('eager'))} | "
-                     f"{ratio(c.get('aot'), c.get('compile'))} | {ratio(c.get('aot'), c.get('jax'))} |")
+                     f"{ratio(c.get('aot'), c.get('compile'))} | {ratio(c.get('aot'), c.get('jax'))} | "
+                     f"{tokens_per_s(row)} |")
     return lines
 
 
@@ -574,7 +714,7 @@ def describe(check: Check, runtime: str) -> None:
     elif "jax" in check.peers:
         print(f"jax: {check.jax_error}")
     left = check.meta.get("left_out") or []
-    print(f"bundle: {len(check.meta['models'])} model runs; weights {check.meta.get('weights', '?')}"
+    print(f"bundle: {len(check.meta['models'])} model runs, {len(check.meta.get('llm', []))} llama_tiny steps; weights {check.meta.get('weights', '?')}"
           + (f"; left out: {'; '.join(left)}" if left else ""))
 
 
@@ -604,9 +744,12 @@ def main(argv: list[str] | None = None) -> int:
     meta = json.loads((args.bundle / "bundle.json").read_text())
     if args.model:
         meta["models"] = [e for e in meta["models"] if e["model"] in args.model]
+        meta["llm"] = [e for e in meta.get("llm", []) if "llama_tiny" in args.model]
     check = Check(args.bundle, meta, settings, deadline, args.peer_device, peers)
     describe(check, args.runtime_note)
-    steps: list[tuple[str, Callable[[], Any]]] = [("correctness", check.correctness), ("latency", check.latency)]
+    # llama_tiny before the GEMM and torch.compile, which the deadline cuts first
+    steps: list[tuple[str, Callable[[], Any]]] = [("correctness", check.correctness), ("latency", check.latency),
+                                                  ("llama_tiny", check.llm)]
     for name, step in steps:
         try:
             step()
@@ -621,11 +764,11 @@ def main(argv: list[str] | None = None) -> int:
         check.compiled()
     except Exception:
         print(f"torch.compile: error\n{traceback.format_exc()}", flush=True)
-    for row in check.rows:
+    for row in check.rows + check.llm_rows:
         for peer in ("aot",) + peers:
             row.cells.setdefault(peer, "skipped (deadline)")
     print("\n## Table (ms; ratios < 1: aot is faster)\n")
-    print("\n".join(table(check.rows)))
+    print("\n".join(table(check.rows + check.llm_rows)))
     print()
     print("\n".join(gemm + [overhead] + check.notes))
     print(f"\n{'all GPU outputs match' if not check.failures else f'{check.failures} FAILED'}; "
