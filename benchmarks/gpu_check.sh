@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check (issue 14), on a machine with an NVIDIA GPU, over a bundle written where the
 # compiler runs:
-#   here:    python benchmarks/gpu_bundle.py gpu_bundles          (git-ignored; about 50 MiB)
+#   here:    python benchmarks/gpu_bundle.py gpu_bundles          (git-ignored; about 58 MiB)
 #   there:   bash benchmarks/gpu_check.sh [gpu_bundles] [--quick] [gpu_compare.py options]
 # Prints the GPU and driver, builds the C runtime (`make -C runtime_c`) or, where that
 # cannot be done (no C compiler or zstd headers), uses the one built here
 # (BUNDLE/lib/libaot_runtime.so with its libzstd.so.1) and says which; then
 # benchmarks/gpu_compare.py: every bundled model on the GPU against the CPU artifact's
-# outputs, latency against PyTorch eager, torch.compile and JAX (XLA) at batch 1 and 32,
+# outputs, latency against PyTorch eager, torch.compile and JAX (XLA) at batch 1 and 32 and
+# llama_tiny decode (batch 1, 8) and prefill with the KV cache in place,
 # the 4096^3 GEMM against cuBLAS, aot_run_device's overhead, and one table. Needs python3
 # with numpy, torch (CUDA), jax (CUDA), onnx; no aot install, no zstandard, no network.
 # Everything ends within 8 minutes (AOT_GPU_CHECK_SECONDS, default 470, for the whole
