@@ -204,6 +204,17 @@ class CpuTarget:
             raise CodegenError(f"LLVM has no target for {self.triple}: {err}") from None
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="default")
 
+    def jit_target_machine(self) -> llvm.TargetMachine:
+        """The machine for code run in this process by MCJIT (the emulated GPU kernels): LLVM's JIT
+        code model (large on x86-64), since MCJIT maps each section where the allocator finds room
+        and a small-model 32-bit relocation between them overflows, aborting the process, once
+        the address space is spread (seen with torch and JAX loaded)."""
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3, reloc="default",
+                                            codemodel="jitdefault")
+
     def __str__(self) -> str:
         return f"{self.triple}:{self.cpu}" + (f":{self.features}" if self.features else "")
 

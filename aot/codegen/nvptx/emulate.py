@@ -60,7 +60,7 @@ class EmulatedKernels:
         llvm.initialize_native_asmprinter()
         self.plan = plan
         target = CpuTarget.host()
-        machine = target.target_machine()
+        machine = target.jit_target_machine()
         module, self.kernels, self.checks = build_host_module(plan, target, matmul_precision)
         self._module = run_o3(module, machine, vectorize=True, back_end="emulated GPU")
         self._engine = llvm.create_mcjit_compiler(self._module, machine)
