@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_zoo  # noqa: E402
-from side_by_side import alternate_medians  # noqa: E402
+from side_by_side import alternate_medians, cpu_model_name  # noqa: E402
 
 import aot  # noqa: E402
 from aot.codegen.cpu.target import CpuTarget  # noqa: E402
@@ -66,23 +64,6 @@ class Row:
         if threads not in self.aot_ms:
             return None
         return self.aot_ms[threads] / self.ort_ms[threads]
-
-
-def cpu_model_name() -> str:
-    """The CPU's marketing name, from lscpu or /proc/cpuinfo."""
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def describe_target(artifact: Path) -> str:

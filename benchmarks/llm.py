@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_llm  # noqa: E402
-from side_by_side import alternate_medians  # noqa: E402
+from side_by_side import alternate_medians, cpu_model_name  # noqa: E402
 
 import aot  # noqa: E402
 from aot.codegen.cpu.target import CpuTarget  # noqa: E402
@@ -78,16 +77,6 @@ class Row:
     err: float | None = None
     cache: str = ""
     problem: str = ""
-
-
-def cpu_model_name() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def copy_bandwidth(mib: int, repeats: int = 5) -> float:
@@ -196,24 +185,7 @@ def bench_case(model: Path, cfg: make_llm.Config, weights_jit: Callable, case: C
     return row
 
 
-Step = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]  # feeds -> logits, present keys, values
-
-
-def generate(cfg: make_llm.Config, step: Step, prompt: int, steps: int) -> tuple[list[np.ndarray], list[int]]:
-    """Each step's logits and the greedy tokens: the prompt (seeded ids), then `steps` decode steps."""
-    feeds = make_llm.make_inputs(cfg, 1, prompt, 0, seed=7, filled=False)
-    all_logits, tokens = [], []
-    for _ in range(steps + 1):
-        logits, keys, values = (np.asarray(a) for a in step(feeds))
-        all_logits.append(logits)
-        tokens.append(int(logits[0, -1].argmax()))
-        position = int(feeds["position"]) + feeds["input_ids"].shape[1]
-        feeds = {"input_ids": np.array([[tokens[-1]]], np.int64), "position": np.array(position, np.int64),
-                 "past_keys": keys, "past_values": values}
-    return all_logits, tokens
-
-
-def aot_generation_step(prefill: Path, decode: Path) -> Step:
+def aot_generation_step(prefill: Path, decode: Path) -> make_llm.Step:
     """aot's step: the prefill artifact for the prompt, the decode one after, its cache in place
     where the artifact donates it (the same arrays fed and written, step after step)."""
     sessions = {False: aot.Session(prefill), True: aot.Session(decode)}
@@ -234,13 +206,13 @@ def check_generation(model: Path, cfg: make_llm.Config, weights: Mapping[str, np
     prefill = compile_case(model, cfg, Case("prefill", 1, prompt, 0), out)
     decode = compile_case(model, cfg, Case("decode", 1, 1, 0), out)
     ort = make_llm.ort_session(model)
-    ours = generate(cfg, aot_generation_step(prefill, decode), prompt, steps)
+    ours = make_llm.generate(cfg, aot_generation_step(prefill, decode), prompt, steps)
     lines = [f"greedy generation after a {prompt}-token prompt, {steps} decode steps, {len(ours[1])} tokens: "
              f"aot {ours[1]}"]
     peers = {"onnxruntime": lambda feeds: ort.run(list(make_llm.OUTPUTS), dict(feeds)),
              "jax.jit": make_llm.jax_engine(cfg, weights)}
     for name, step in peers.items():
-        logits, tokens = generate(cfg, step, prompt, steps)
+        logits, tokens = make_llm.generate(cfg, step, prompt, steps)
         err = max(make_llm.max_scaled_error(a, b) for a, b in zip(ours[0], logits))
         lines.append(f"  against {name}: same tokens: {'yes' if tokens == ours[1] else 'NO ' + str(tokens)}; "
                      f"largest logits difference over {steps + 1} steps {err:.1e} of their scale")

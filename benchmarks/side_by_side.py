@@ -1,4 +1,5 @@
-"""Median latency of engines timed side by side in one process (bench_samples, bench_zoo).
+"""Median latency of engines timed side by side in one process (bench_samples, bench_zoo, llm),
+and the name of the CPU they ran on.
 
 Each engine is a call that runs one inference. The engines alternate in blocks
 of BLOCK timed runs, so machine noise hits them alike; a pause before each block
@@ -6,9 +7,12 @@ keeps one from being timed while the other's spinning workers hold the cores.
 """
 from __future__ import annotations
 
+import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 # timed runs per engine before the next engine's turn; untimed running before
 # them; the pause before each block (see alternate_medians)
@@ -40,3 +44,20 @@ def alternate_medians(engines: Sequence[Callable[[], object]], runs: int) -> lis
                 engine()
                 sink.append(time.perf_counter() - start)
     return [statistics.median(sink) for sink in times]
+
+
+def cpu_model_name() -> str:
+    """The CPU's marketing name, from lscpu or /proc/cpuinfo."""
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"

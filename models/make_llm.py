@@ -133,6 +133,25 @@ def make_inputs(cfg: Config, batch: int, tokens: int, position: int, seed: int =
 
 
 # -- torch: the module as torch users write Llama
+# one step of a decoder: feeds -> logits, present keys, present values
+Step = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
+
+
+def generate(cfg: Config, step: Step, prompt: int, steps: int) -> tuple[list[np.ndarray], list[int]]:
+    """Each step's logits and the greedy tokens: the prompt (seeded ids), then `steps` decode steps,
+    each fed the token before and the cache the step before returned."""
+    feeds = make_inputs(cfg, 1, prompt, 0, seed=7, filled=False)
+    all_logits, tokens = [], []
+    for _ in range(steps + 1):
+        logits, keys, values = (np.asarray(a) for a in step(feeds))
+        all_logits.append(logits)
+        tokens.append(int(logits[0, -1].argmax()))
+        position = int(feeds["position"]) + feeds["input_ids"].shape[1]
+        feeds = {"input_ids": np.array([[tokens[-1]]], np.int64), "position": np.array(position, np.int64),
+                 "past_keys": keys, "past_values": values}
+    return all_logits, tokens
+
+
 def torch_module(cfg: Config, weights: Mapping[str, np.ndarray], fused: bool = False):
     """fused: nn.RMSNorm and SDPA's own GQA (enable_gqa), which torch's exporter turns into
     RMSNormalization and Attention at opset 23; else a hand-written RMSNorm and repeat_interleave."""

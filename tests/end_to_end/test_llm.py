@@ -10,7 +10,7 @@ does not depend on them, so the module skips where they are missing.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,7 @@ PROMPT = 8
 STEPS = 8
 RTOL = 1e-3
 
-Step = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
+Step = make_llm.Step
 
 
 @pytest.fixture(scope="module")
@@ -69,17 +69,7 @@ def _ort(path: Path) -> Step:
 
 
 def _generate(step: Step) -> tuple[list[np.ndarray], list[int]]:
-    """Each step's logits and the greedy tokens: the prompt, then STEPS decode steps."""
-    feeds = make_llm.make_inputs(CFG, 1, PROMPT, 0, seed=7, filled=False)
-    all_logits, tokens = [], []
-    for _ in range(STEPS + 1):
-        logits, keys, values = step(feeds)
-        all_logits.append(logits)
-        tokens.append(int(logits[0, -1].argmax()))
-        position = int(feeds["position"]) + feeds["input_ids"].shape[1]
-        feeds = {"input_ids": np.array([[tokens[-1]]], np.int64), "position": np.array(position, np.int64),
-                 "past_keys": keys, "past_values": values}
-    return all_logits, tokens
+    return make_llm.generate(CFG, step, PROMPT, STEPS)
 
 
 def _assert_same_generation(got: tuple[list[np.ndarray], list[int]], want: tuple[list[np.ndarray], list[int]],
