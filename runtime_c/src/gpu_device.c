@@ -190,7 +190,6 @@ static aot_status_t load_on(const aot_model_t* m, aot__gpu_device_t* d, aot_erro
                 loaded < AOT__CUDA_ERROR_ILLEGAL_ADDRESS;
   if (!cubin || (refused && ptx)) {
     d->code = ptx;
-    d->from_ptx = 1;
     st = load_module(api, d, ptx, 0, &loaded, err);
     if (st && cubin) aot__error_prefix(err, "the cubin and the PTX both failed to load; the PTX: ");
   }

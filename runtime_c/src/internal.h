@@ -358,7 +358,6 @@ struct aot__gpu_device {
   char name[96];
   uint32_t sm;                 /* the device's, 90 for sm_90 */
   const aot__gpu_sm_t* code;   /* the launch plan of the code loaded */
-  int from_ptx;                /* 1: the driver compiled the PTX of code->sm */
   CUmodule module;
   CUfunction* functions;       /* one per launch of code */
   CUdeviceptr weights;         /* 0 when the model has no weights */
