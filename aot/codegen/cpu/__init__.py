@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -23,7 +24,7 @@ from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
 from aot.plan import ExecutionPlan
 
-__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "build_module", "optimize"]
+__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "emit_cpu_variants", "build_module", "optimize"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,8 @@ def emit_cpu(plan: ExecutionPlan, target: CpuTarget) -> CpuCode:
     obj = machine.emit_object(optimized)
     check_object(obj)  # instruction selection can add libcalls the module does not show
     return CpuCode(link_shared(obj, target), kernels, str(optimized), target)
+
+
+def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget]) -> list[CpuCode]:
+    """One CpuCode per target, in `targets` order, all over the same plan (one weights section)."""
+    return [emit_cpu(plan, target) for target in targets]
