@@ -41,19 +41,17 @@ from aot.codegen.fused_epilogue import Epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
+from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.plan import Kernel
 
-LANES = 16  # pixels per vector: one AVX-512 register of f32
-# the tile: MAX_ROWS channels x up to MAX_VECTORS vectors of pixels; 6 x 4 = 24
-# accumulators leave 8 of AVX-512's 32 registers for the x vectors and a broadcast.
-# Without AVX-512 a vector takes two of 16 registers: 6 x 1 leaves 4 (measured on a
-# haswell build of mobilenetv2: 18.7 ms with 6 x 4, which spills, 9.9 ms with 6 x 1)
+LANES = 16  # pixels per vector: one AVX-512 register of f32, two AVX2 ones
+# the tile: up to MAX_ROWS channels x as many vectors of pixels as the target's accumulator
+# registers hold (vector.accumulator_budget): 6 x 4 on AVX-512, 6 x 1 on AVX2 (measured on
+# a haswell build of mobilenetv2: 18.7 ms with 6 x 4, which spills, 9.9 ms with 6 x 1)
 MAX_ROWS = 6
 MAX_VECTORS = 4
-MAX_VECTORS_WITHOUT_AVX512 = 1
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 
@@ -119,9 +117,10 @@ class Pointwise:
     def of(conv: Node, target: CpuTarget) -> Pointwise:
         n, c, h, w = conv.inputs[0].type.shape
         o = conv.out.type.shape[1]
-        max_vectors = MAX_VECTORS if target.avx512 else MAX_VECTORS_WITHOUT_AVX512
+        rows = min(MAX_ROWS, accumulator_budget(target, LANES))
+        max_vectors = max(1, min(MAX_VECTORS, accumulator_budget(target, LANES) // rows))
         nv = max(1, min(max_vectors, ceil_div(h * w, LANES)))
-        return Pointwise(n, c, o, h, w, max(1, min(o, MAX_ROWS)), nv)
+        return Pointwise(n, c, o, h, w, max(1, min(o, rows)), nv)
 
 
 def _applies(kernel: Kernel, target: CpuTarget) -> bool:

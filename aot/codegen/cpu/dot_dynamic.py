@@ -39,7 +39,7 @@ from aot.codegen.strided_view import StridedView
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
+from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, max_rows, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.ir.ops.linalg import dot_free_dims
@@ -50,8 +50,8 @@ LANES = 16  # one AVX-512 register of f32 (two AVX2 ones)
 CHUNK_ROWS = 128
 # the packed panel lives on the stack of whichever thread runs the item
 MAX_SCRATCH_BYTES = 128 * 1024
-# rows of a tile on AVX-512 when few column blocks leave accumulators over
-MAX_ROWS_AVX512 = 12
+# rows of a tile when few column blocks leave accumulators over (12 rows x 2 blocks on AVX-512)
+MAX_ROWS_FEW_BLOCKS = 12
 
 
 # == the plan of one dot ==================================================================
@@ -144,10 +144,10 @@ class DynamicDot:
             rows *= d
         columns = rhs_v.type.shape[rn]
         # AVX-512's 32 registers hold 24 accumulators: four column blocks of 6 rows (Q@K^T), or
-        # 12 rows of a narrow head's two blocks (probs@V); AVX2's 16 hold 12
+        # 12 rows of a narrow head's two blocks (probs@V); AVX2's 16 hold 12 ymm: 6 rows of one block
         accumulators = accumulator_budget(target, LANES)
-        ncb = max(1, min(ceil_div(columns, LANES), accumulators // max(1, min(rows, MAX_ROWS)), 4))
-        mr = max(1, min(rows, accumulators // ncb, MAX_ROWS_AVX512 if target.avx512 else MAX_ROWS))
+        ncb = max(1, min(ceil_div(columns, LANES), accumulators // max(1, min(rows, max_rows(target, LANES))), 4))
+        mr = max(1, min(rows, accumulators // ncb, MAX_ROWS_FEW_BLOCKS))
         plan = DynamicDot(
             epilogue, lhs, rhs, tuple(lhs_v.type.shape[d] for d in attrs["lhs_batch"]), free_shape,
             lhs_v.type.shape[lc], columns,

@@ -4,10 +4,11 @@ of L output channels lives in the vector lanes, in reverse lane order (channel
 ob*L + od in lane L-1-od). A 1-d conv (x [N, C, W], Wp [OB, C/g, KW, L]) runs as
 the 2-d conv over a unit height.
 
-Work item: (n, channel block ob, output row oh, a run of up to MAX_PIXELS
-output columns); on AVX-512, two channel blocks ob, ob+1 of one group
-(see PAIRED_MAX_PIXELS). Per item, one accumulator vector per output pixel
-(and block):
+Work item: (n, channel block ob, output row oh, a run of output columns), as
+many as the target's accumulator registers hold (at most MAX_PIXELS: 6 of
+16-lane vectors on AVX2); where they hold 2 x PAIRED_MAX_PIXELS (AVX-512), two
+channel blocks ob, ob+1 of one group. Per item, one accumulator vector per
+output pixel (and block):
 
     for i in 0..KH:  h = oh*sh + i*dh - ph;  skip the row if h is padding
       for c in 0..C/g:
@@ -34,15 +35,15 @@ from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.cpu.vector import fma, load_vector, splat, store_vector, vector_of
+from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
 from aot.ir.ops import Packing
 from aot.ir.types import DType
 from aot.plan import Kernel
 from aot.planning.contraction_sum import accumulation_join
 
-# output pixels per work item: one accumulator vector each (leaves room for
-# the weight vector and the broadcast in 16 registers)
+# output pixels per work item: one accumulator vector each, at most the target's
+# accumulator budget (the rest of the registers hold the weight vector and the broadcast)
 MAX_PIXELS = 12
 # on AVX-512 (32 registers of 16 floats) an item takes two channel blocks
 # at up to 8 pixels: 16 accumulators and 2 weight vectors, and each broadcast
@@ -84,10 +85,10 @@ class ConvGeometry:
 
     @staticmethod
     def of(match: ConvMatch) -> ConvGeometry:
-        return ConvGeometry.of_conv(match.epilogue.contraction, match.per_item)
+        return ConvGeometry.of_conv(match.epilogue.contraction, match.per_item, match.max_pixels)
 
     @staticmethod
-    def of_conv(conv: Node, per_item: int) -> ConvGeometry:
+    def of_conv(conv: Node, per_item: int, max_pixels: int) -> ConvGeometry:
         x, wp = conv.inputs
         attrs = conv.attrs
         strides, dilation = tuple(attrs["strides"]), tuple(attrs["dilation"])
@@ -103,7 +104,7 @@ class ConvGeometry:
         lanes = wp.type.shape[-1]
         oh, ow = out_spatial
         kh, kw = kernel
-        runs = max(1, ceil_div(ow, PAIRED_MAX_PIXELS if per_item == 2 else MAX_PIXELS))
+        runs = max(1, ceil_div(ow, max_pixels))
         pixels = ceil_div(ow, runs)
         return ConvGeometry(
             n, c, h, w, blocks, cg, kh, kw, lanes, attrs["channels"], oh, ow, attrs["groups"],
@@ -125,6 +126,7 @@ class ConvGeometry:
 class ConvMatch:
     epilogue: Epilogue
     per_item: int  # channel blocks per work item
+    max_pixels: int  # output columns per work item, at most
 
 
 def _planar(x: Value) -> tuple[int, int]:
@@ -150,9 +152,14 @@ def _groups_split_into(conv: Node, per_item: int) -> bool:
     return (conv.inputs[1].type.shape[0] // conv.attrs["groups"]) % per_item == 0
 
 
-def _blocks_per_item(conv: Node, target: CpuTarget) -> int:
-    """2 where 16-lane vectors have 32 registers and the groups split into pairs."""
-    return 2 if target.avx512 and conv.attrs["lanes"] == 16 and _groups_split_into(conv, 2) else 1
+def _tiling(conv: Node, target: CpuTarget) -> tuple[int, int]:
+    """(channel blocks, most output columns) per work item: a pair of blocks of PAIRED_MAX_PIXELS
+    where the accumulator registers hold them (AVX-512) and the groups split into pairs,
+    else one block of as many columns as they hold (6 vectors of 16 lanes on AVX2)."""
+    budget = accumulator_budget(target, conv.attrs["lanes"])
+    if budget >= 2 * PAIRED_MAX_PIXELS and _groups_split_into(conv, 2):
+        return 2, PAIRED_MAX_PIXELS
+    return 1, min(MAX_PIXELS, budget)
 
 
 def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
@@ -165,7 +172,7 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
             users.setdefault(id(v), []).append(node)
     params = {id(p) for p in kernel.params}
     main = epilogue.contraction
-    per_item = _blocks_per_item(main, target)
+    per_item, max_pixels = _tiling(main, target)
     # other convs of the kernel that join the main one in a plain sum share its accumulators
     # (and its items: a pair of blocks must not straddle a group); any other contraction
     # stays on the elemental path (computed where the epilogue reads it)
@@ -175,7 +182,7 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
         and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item)
+    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels)
 
 
 def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
@@ -229,7 +236,7 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
             b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
     _accumulate(ctx, conv, g, at, slots, checked)
     for partner in epilogue.partners:
-        partner_geometry = ConvGeometry.of_conv(partner, g.per_item)
+        partner_geometry = ConvGeometry.of_conv(partner, g.per_item, g.pixels)
         # the run's bounds check is the main conv's; the partner checks its columns unless never needed
         _accumulate(ctx, partner, partner_geometry, at, slots, not partner_geometry.columns_always_inside())
     for k, block_slots in enumerate(slots):

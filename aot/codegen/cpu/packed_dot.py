@@ -32,7 +32,7 @@ from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.cpu.vector import MAX_ROWS, accumulator_budget, fma, load_vector, splat, store_vector, vector_of
+from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, max_rows, splat, store_vector, vector_of
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.ir.ops import Packing
@@ -85,8 +85,9 @@ class DotTiling:
         blocks, depth, lanes = dot.inputs[1].type.shape
         rows = math.prod(dot.out.type.shape[:-1])
         columns = dot.attrs["columns"]
+        # the tile fits the target's registers: 6 x 4 vectors on AVX-512, 6 x 1 (12 ymm) on AVX2
         accumulators = accumulator_budget(target, lanes)
-        mr = max(1, min(rows, MAX_ROWS))
+        mr = max(1, min(rows, max_rows(target, lanes)))
         ncb = max(1, min(blocks, accumulators // mr, 4))
         return DotTiling(rows, depth, blocks, lanes, columns, mr, ncb)
 

@@ -154,14 +154,30 @@ class CpuTarget:
         return self.arch == "x86_64" and self._x86_has("avx512f", _X86_AVX512)
 
     @property
-    def vector_lanes(self) -> int:
-        """f32 lanes of the packed dot/conv layouts (the layout pass's `lanes`): one
-        register per vector on AVX-512 (16) and AVX2 (8). Other targets keep 16, a
-        vector of several registers (not tuned: NEON would want 4)."""
+    def avx2(self) -> bool:
+        """AVX2 and FMA (x86-64-v3 and up): 16 ymm registers of 8 floats."""
+        return self.arch == "x86_64" and self._x86_has("avx2", _X86_MODERN - {"ivybridge"})
+
+    @property
+    def register_lanes(self) -> int:
+        """f32 lanes of one vector register: 16 on AVX-512, 8 on AVX/AVX2, 4 on SSE and NEON."""
         if self.avx512:
             return 16
-        if self.arch == "x86_64" and self._x86_has("avx2", _X86_MODERN - {"ivybridge"}):
+        if self.arch == "x86_64" and self._x86_has("avx", _X86_MODERN):
             return 8
+        return 4
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers the code may use: 32 on AVX-512 and aarch64, 16 on other x86."""
+        return 32 if self.avx512 or self.arch == "aarch64" else 16
+
+    @property
+    def vector_lanes(self) -> int:
+        """f32 lanes of the packed dot/conv layouts (the layout pass's `lanes`): 16 on every
+        target, so code for several targets shares one plan and one weights section. A
+        vector is 1 register on AVX-512, 2 on AVX2, 4 on SSE and NEON; the microkernels
+        size their tiles by registers (vector.accumulator_budget), not by vectors."""
         return 16
 
     def runs_on(self, machine: CpuTarget) -> bool:
@@ -169,15 +185,15 @@ class CpuTarget:
         AVX2 and AVX-512 code, an AVX2 machine AVX2 code; other pairs are not judged)."""
         if machine.arch != "x86_64" or self.arch != "x86_64":
             return False
-        return machine.avx512 or (not self.avx512 and machine.vector_lanes == 8)
+        return machine.avx512 or (not self.avx512 and machine.avx2)
 
     @property
     def code_path(self) -> str:
         """Which of the x86 code generation paths this target takes: "avx512", "avx2"
-        (8-lane packing, 16-lane vectors split in two) or "narrow" (SSE4 or other ISAs)."""
+        (16-lane vectors as two ymm registers) or "narrow" (SSE4 or other ISAs)."""
         if self.avx512:
             return "avx512"
-        return "avx2" if self.vector_lanes == 8 else "narrow"
+        return "avx2" if self.avx2 else "narrow"
 
     @property
     def x86_features(self) -> tuple[str, ...]:

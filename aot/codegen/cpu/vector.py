@@ -10,18 +10,34 @@ from aot.codegen.loops import const_i64
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
 
-# accumulator tile: rows x column blocks; 6 x 2 (or 3 x 4) vectors leave
-# registers for the loaded weight vectors and the broadcast on AVX2 (16 regs)
+# accumulator tile: at most MAX_ROWS rows (one broadcast each per step) x column vectors.
+# At most three quarters of the target's vector registers hold accumulators, and always
+# room is left for one loaded vector and the broadcast (more loaded vectors may be read
+# from memory again as FMA operands; a spilled accumulator costs a store and a load per
+# step): 24 of AVX-512's 32 (a 6 x 4 tile of 16 lanes halves the broadcasts per FMA: an
+# LM head of 32 x 128 x 50,257, 74 -> 82 GFLOP/s), 12 of AVX2's 16 (6 x 2 ymm: the classic
+# 6 x 16 SGEMM tile), 24 of NEON's 32 (6 vectors of 4 registers), 8 of SSE's 16
 MAX_ROWS = 6
-ACC_VECTORS = 12
-# AVX-512 has 32 registers: a 6 x 4 tile (24 accumulators) halves the broadcasts per FMA
-# (an LM head of 32 x 128 x 50,257: 74 -> 82 GFLOP/s)
-ACC_VECTORS_AVX512 = 24
+ACCUMULATOR_SHARE = (3, 4)
+
+
+def registers_per_vector(target: CpuTarget, lanes: int) -> int:
+    """Vector registers one `lanes`-wide f32 vector takes on `target`."""
+    return -(-lanes // target.register_lanes)
 
 
 def accumulator_budget(target: CpuTarget, lanes: int) -> int:
-    """Accumulator vectors a register tile may hold: AVX-512's 32 registers of 16 lanes take 24."""
-    return ACC_VECTORS_AVX512 if target.avx512 and lanes == 16 else ACC_VECTORS
+    """Accumulator vectors of `lanes` f32 a register tile may hold on `target` (at least 1)."""
+    num, den = ACCUMULATOR_SHARE
+    per_vector = registers_per_vector(target, lanes)
+    share = target.vector_registers * num // den // per_vector
+    room = (target.vector_registers - 1 - per_vector) // per_vector  # one loaded vector, one broadcast
+    return max(1, min(share, room))
+
+
+def max_rows(target: CpuTarget, lanes: int) -> int:
+    """Rows of a tile one column vector wide: MAX_ROWS, fewer where the budget is smaller."""
+    return min(MAX_ROWS, accumulator_budget(target, lanes))
 
 
 def vector_of(lanes: int) -> ir.VectorType:
@@ -60,7 +76,7 @@ def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.V
     release build loads that half unmasked and drops the fill (issue 9: the SPP
     block's 13x13 max pool read the next row), a build with assertions aborts.
     """
-    piece = min(lanes, target.vector_lanes)
+    piece = min(lanes, target.register_lanes)
     assert lanes % piece == 0 and (lanes // piece) & (lanes // piece - 1) == 0, (lanes, piece)
     parts = []
     for first in range(0, lanes, piece):

@@ -365,12 +365,15 @@ def test_unsupported_raises_codegen_error():
         emit_cpu(simple_plan(g), HOST)
 
 
-@pytest.mark.parametrize("cpu,lanes", [
-    ("skylake-avx512", 16), ("znver4", 16), ("haswell", 8), ("x86-64-v3", 8), ("znver3", 8), ("x86-64-v2", 16),
+@pytest.mark.parametrize("cpu,register_lanes,registers,path", [
+    ("skylake-avx512", 16, 32, "avx512"), ("znver4", 16, 32, "avx512"), ("haswell", 8, 16, "avx2"),
+    ("x86-64-v3", 8, 16, "avx2"), ("znver3", 8, 16, "avx2"), ("x86-64-v2", 4, 16, "narrow"),
+    ("znver4:-avx512f", 8, 16, "avx2"), ("neoverse-n1", 4, 32, "narrow"), ("generic-aarch64", 4, 32, "narrow"),
 ])
-def test_vector_lanes_follow_the_register_width(cpu, lanes):
-    assert CpuTarget.from_name(cpu).vector_lanes == lanes
-    assert CpuTarget.from_name(cpu).avx512 == (lanes == 16 and cpu != "x86-64-v2")
+def test_registers_follow_the_target_and_the_layout_is_16_lanes_everywhere(cpu, register_lanes, registers, path):
+    target = CpuTarget.from_name(cpu) if ":" not in cpu else CpuTarget("x86_64-unknown-linux-gnu", *cpu.split(":"))
+    assert (target.register_lanes, target.vector_registers, target.code_path) == (register_lanes, registers, path)
+    assert target.vector_lanes == 16
 
 
 def test_target_names():
