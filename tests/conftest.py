@@ -4,6 +4,8 @@ Helpers live in small modules in tests/ (bodies_util, codegen_util, onnx_util, o
 passes_util, paths_util, targets_util), on the path through pyproject's `pythonpath` and
 imported by name; a test module is never imported by another.
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -12,3 +14,10 @@ import pytest
 def rng() -> np.random.Generator:
     """Seeded per test, so a test's data does not depend on which tests ran before it."""
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _object_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Compiles cache their kernel objects in a folder of this session's, never in the user's
+    ~/.cache/aot (shared by the session's tests and the aot-compile processes they start)."""
+    os.environ["AOT_CACHE_DIR"] = str(tmp_path_factory.mktemp("aot-cache"))
