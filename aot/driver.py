@@ -188,11 +188,15 @@ def bind_onnx_inputs(proto: Any, bind: Mapping[str, np.ndarray]) -> Any:
     return copy
 
 
-def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_manifest(plan: ExecutionPlan, codes: Sequence[Any], model_name: str,
+                   gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the runtime reads, and nothing else (packaging/FORMAT.md, "What the runtime reads").
-    `code` is the CPU code (None: a GPU-only artifact, whose `cpu` list is empty and whose
-    kernels carry only their names); `gpu` the `cuda` entry (gpu_package.gpu_manifest)."""
+    `codes` the CPU code variants, best first (empty: a GPU-only artifact, whose `cpu` list is
+    empty and whose kernels carry only their names); `gpu` the `cuda` entry
+    (gpu_package.gpu_manifest)."""
     from aot.artifact import FORMAT_VERSION
+    from aot.codegen.cpu.kernel import CHECKS_SYMBOL
+    from aot.codegen.cpu.targets import section_name
 
     graph = plan.graph
 
@@ -200,17 +204,25 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, gpu: dict[st
         return {"name": name, "dtype": value.type.dtype.manifest_name, "shape": list(value.type.shape)}
 
     cpus: list[dict[str, Any]] = []
-    if code is not None:
-        cpu: dict[str, Any] = {"section": f"cpu.{code.target.arch}", "arch": code.target.arch,
-                               "entry": "aot_model_entry", "cpu": code.target.cpu}  # named when the runtime refuses a machine
+    for index, code in enumerate(codes):
+        cpu: dict[str, Any] = {"section": section_name(code.target, index), "arch": code.target.arch,
+                               "entry": "aot_model_entry",
+                               "cpu": code.target.cpu}  # the variant's name: AOT_CPU_VARIANT, refusals
         if code.target.arch == "x86_64":
-            # the extensions the code may use: the runtime refuses the artifact on a machine that
-            # lacks one (naming it) instead of dying of SIGILL in the first run
+            # the extensions the code may use: the runtime skips the variant on a machine that
+            # lacks one (and refuses the artifact, naming them, when no variant runs) instead of
+            # dying of SIGILL in the first run
             cpu["x86_features"] = list(code.target.x86_features)
+        if plan.checks:
+            cpu["checks"] = CHECKS_SYMBOL
+        if index:
+            # the top-level kernels give the first variant's symbol, work and cost_ns (as a runtime
+            # from before variants reads them, with cpu[0]); each other variant lists its own,
+            # since work items follow the target's tiles
+            cpu["kernels"] = _cpu_kernels(plan, code)
         cpus.append(cpu)
-        # cost_ns: estimated single-core time, so the runtime runs small kernels on the caller
-        kernels = [{"name": k.name, "symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work)}
-                   for k, (symbol, work) in zip(plan.kernels, code.kernels)]
+    if codes:
+        kernels = [{"name": k.name, **entry} for k, entry in zip(plan.kernels, _cpu_kernels(plan, codes[0]))]
     else:
         kernels = [{"name": k.name} for k in plan.kernels]
     manifest: dict[str, Any] = {
@@ -228,22 +240,26 @@ def build_manifest(plan: ExecutionPlan, code: Any, model_name: str, gpu: dict[st
     if plan.donations:
         manifest["donations"] = [{"input": d.input, "output": d.output} for d in plan.donations]
     if plan.checks:
-        from aot.codegen.cpu.kernel import CHECKS_SYMBOL
-
-        if cpus:
-            cpus[0]["checks"] = CHECKS_SYMBOL
         manifest["checks"] = [{"message": c.message} for c in plan.checks]
     return manifest
 
 
-def build_tooling(plan: ExecutionPlan, code: Any, source_sha: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+def _cpu_kernels(plan: ExecutionPlan, code: Any) -> list[dict[str, Any]]:
+    """Per kernel, its symbol and work items in `code`, and cost_ns: the estimated single-core
+    time, so the runtime runs small kernels on the caller."""
+    return [{"symbol": symbol, "work": work, "cost_ns": kernel_cost_ns(k, work)}
+            for k, (symbol, work) in zip(plan.kernels, code.kernels)]
+
+
+def build_tooling(plan: ExecutionPlan, codes: Sequence[Any], source_sha: str,
+                  gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """What tools read (`aot inspect`, `verify`, the profiler): the tooling section, which
-    extends the manifest's entries (aot/tooling.py). `code` is None for a GPU-only artifact;
-    `gpu` the tooling's `cuda` entry (gpu_package.gpu_tooling)."""
+    extends the manifest's entries (aot/tooling.py). `codes` the CPU variants (empty for a
+    GPU-only artifact); `gpu` the tooling's `cuda` entry (gpu_package.gpu_tooling)."""
     tooling: dict[str, Any] = {
         "compiler": {"name": "aot", "version": __version__},
         "model": {"source_sha256": source_sha},
-        "cpu": [{"triple": code.target.triple, "features": code.target.features}] if code is not None else [],
+        "cpu": [{"triple": code.target.triple, "features": code.target.features} for code in codes],
         "arena": {"lower_bound_bytes": plan.arena_lower_bound,
                   "temporaries_bytes": plan.notes.get("temporaries_bytes", 0)},
         # why each kernel exists (fusion's decisions) and what it reads and writes
@@ -293,7 +309,9 @@ def compile_model(
 
     `shapes` fixes symbolic input dims ({name: (1, 3, 224, 224)}); `bind` fixes
     inputs to constant values (ONNX). `target` "cpu", "cuda" or "cpu,cuda": CPU code
-    for `cpu` (default "native"), PTX (and cubin, where ptxas is installed) for each
+    for `cpu` ("portable", "native", a CPU name or a comma list of them, one code variant
+    each, best first: aot/codegen/cpu/targets.py; default $AOT_CPU, else "portable" on x86-64
+    hosts: x86-64-v4 and x86-64-v3), PTX (and cubin, where ptxas is installed) for each
     GPU architecture of `sm` (default all: sm_80, sm_90), or both, from one plan.
     `gpu_matmul_precision` "fp32" (default) or "tf32": with tf32, the GPU code runs f32
     matrix multiplies on tensor cores with their inputs rounded to tf32 (10 mantissa bits),
@@ -310,7 +328,8 @@ def compile_model(
     model) raises ArgumentError before any work.
     """
     from aot.artifact import pack_artifact, write_atomically
-    from aot.codegen.cpu import CpuTarget, emit_cpu
+    from aot.codegen.cpu import emit_cpu_variants
+    from aot.codegen.cpu.targets import plan_lanes, resolve_cpu_targets, section_name
     from aot.codegen.nvptx.target import check_matmul_precision
     from aot.gpu_package import build_gpu, check_sms, gpu_manifest, gpu_sections, gpu_tooling
 
@@ -330,7 +349,7 @@ def compile_model(
     path = Path(output_path) if output_path is not None else None
     if path is not None:
         check_output_path(path, model)
-    cpu_target = CpuTarget.from_name(cpu or "native") if wants_cpu else None
+    cpu_targets = resolve_cpu_targets(cpu) if wants_cpu else []
     shapes = check_shapes(shapes)
     bind = _check_bind(bind)
     donate = check_donate(donate)
@@ -344,9 +363,9 @@ def compile_model(
     graph, source_sha, name = import_model(model, shapes, bind)
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
-    # weights are packed for the CPU target's vector width (the microkernels hold one register per
-    # vector); a GPU-only compile runs the same pipeline with the default width
-    passes = default_passes(cpu_target.vector_lanes) if cpu_target is not None else default_passes()
+    # weights are packed once for every CPU variant (one plan, one weights section); a GPU-only
+    # compile runs the same pipeline with the default width
+    passes = default_passes(plan_lanes(cpu_targets)) if cpu_targets else default_passes()
     donations = choose_donations(graph, donate, infer_donation)
     if log:
         for pair, inferred in zip(donations.pairs, donations.inferred):
@@ -356,23 +375,27 @@ def compile_model(
             log(f"{'donate':<14} not inferred: {skipped}")
     plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=passes,
                                                donations=list(donations.pairs)))
-    code = None
     sections: list[tuple[str, bytes]] = [("weights", plan.weights)]
-    if cpu_target is not None:
+    codes = []
+    if cpu_targets:
         start = time.perf_counter()
-        code = emit_cpu(plan, cpu_target)
+        codes = emit_cpu_variants(plan, cpu_targets)
         if log:
-            log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
-        if dump_dir is not None:
-            (dump_dir / "cpu.ll").write_text(code.llvm_ir)
-        sections.append((f"cpu.{code.target.arch}", code.shared_object))
+            for code in codes:
+                log(f"{'codegen':<14} {len(code.shared_object)} B of {code.target.arch} code for {code.target.cpu}")
+            log(f"{'codegen':<14} {(time.perf_counter() - start) * 1000:8.1f} ms  {len(codes)} variant(s)")
+        for index, code in enumerate(codes):
+            if dump_dir is not None:  # cpu.ll for one variant, as before variants; cpu.<cpu>.ll for several
+                name = "cpu.ll" if len(codes) == 1 else f"cpu.{code.target.arch}.{code.target.cpu}.ll"
+                (dump_dir / name).write_text(code.llvm_ir)
+            sections.append((section_name(code.target, index), code.shared_object))
     gpu_entry = gpu_notes = None
     if sms:
         builds = build_gpu(plan, sms, dump_dir, log, gpu_matmul_precision)
         sections.extend(gpu_sections(builds))
         gpu_entry, gpu_notes = gpu_manifest(plan, builds, "weights"), gpu_tooling(plan, builds)
-    manifest = build_manifest(plan, code, name, gpu_entry)
-    tooling = build_tooling(plan, code, source_sha, gpu_notes)
+    manifest = build_manifest(plan, codes, name, gpu_entry)
+    tooling = build_tooling(plan, codes, source_sha, gpu_notes)
     if plan.donations:
         inferred = {pair.input: flag for pair, flag in zip(donations.pairs, donations.inferred)}
         for entry, pair in zip(tooling["donations"], plan.donations):

@@ -124,7 +124,13 @@ def _weights(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
         raise ArtifactError(f"section {section!r}: raw size {sections[section]} != {size} bytes in the manifest")
 
 
+MAX_X86_FEATURES = 256
+
+
 def _cpu(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
+    """The CPU code variants, best first: the runtime loads the first of its architecture whose
+    x86_features the machine has (or the one AOT_CPU_VARIANT names by its "cpu")."""
+    kernel_count = len(_array(manifest, "kernels"))
     for i, entry in enumerate(_array(manifest, "cpu")):
         where = f"cpu[{i}]"
         if not isinstance(entry, dict):
@@ -133,20 +139,46 @@ def _cpu(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
         section = _string(entry, "section", where)
         if section not in sections:
             raise ArtifactError(f"section {section!r}: missing (manifest cpu)")
-        for key in ("entry", "checks", "code_info"):
+        for key in ("entry", "checks", "code_info", "cpu"):
             _string(entry, key, where, required=False)
+        features = entry.get("x86_features")
+        if features is not None and (not isinstance(features, list) or len(features) > MAX_X86_FEATURES
+                                     or not all(isinstance(f, str) and f and "\0" not in f for f in features)):
+            raise _fail(f"{where}: \"x86_features\" must be an array of at most {MAX_X86_FEATURES} non-empty "
+                        f"strings without NULs")
+        kernels = entry.get("kernels")
+        if kernels is None:
+            continue
+        if not isinstance(kernels, list) or len(kernels) != kernel_count:
+            raise _fail(f"{where}: \"kernels\" must be an array with one entry per kernel ({kernel_count})")
+        for j, kernel in enumerate(kernels):
+            _code_fields(kernel, f"{where}.kernels[{j}]")
+
+
+def _code_fields(kernel: Any, where: str) -> None:
+    """A kernel's symbol, work and optional cost_ns in one CPU variant's code."""
+    if not isinstance(kernel, dict):
+        raise _fail(f"{where}: must be an object")
+    _string(kernel, "symbol", where)
+    _int(kernel, "work", where, 0, MAX_WORK)
+    if "cost_ns" in kernel:
+        _int(kernel, "cost_ns", where, 0, INT64_MAX)
 
 
 def _kernels(manifest: Mapping[str, Any]) -> None:
-    # symbol and work are the CPU code's: a GPU-only artifact's kernels may carry only a name
-    has_cpu = bool(manifest["cpu"])
+    # symbol and work are the CPU code's: a GPU-only artifact's kernels may carry only a name,
+    # and so may an artifact whose every variant lists its own (a runtime reads those)
+    needs_code = any(entry.get("kernels") is None for entry in manifest["cpu"])
     for i, kernel in enumerate(_array(manifest, "kernels")):
         where = f"kernels[{i}]"
         if not isinstance(kernel, dict):
             raise _fail(f"{where}: must be an object")
         _string(kernel, "name", where, required=False)
-        _string(kernel, "symbol", where, required=has_cpu)
-        if has_cpu or "work" in kernel:
+        if needs_code:
+            _code_fields(kernel, where)
+            continue
+        _string(kernel, "symbol", where, required=False)
+        if "work" in kernel:
             _int(kernel, "work", where, 0, MAX_WORK)
         if "cost_ns" in kernel:
             _int(kernel, "cost_ns", where, 0, INT64_MAX)

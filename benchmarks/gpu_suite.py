@@ -170,8 +170,8 @@ def _run_on_runtime(plan: Any, builds: list[Any], inputs: list[np.ndarray], host
     from aot.gpu_package import gpu_manifest, gpu_sections, gpu_tooling
     from aot.runtime.session import Session
 
-    manifest = build_manifest(plan, None, "gpu_suite", gpu_manifest(plan, builds, "weights"))
-    tooling = build_tooling(plan, None, "", gpu_tooling(plan, builds))
+    manifest = build_manifest(plan, [], "gpu_suite", gpu_manifest(plan, builds, "weights"))
+    tooling = build_tooling(plan, [], "", gpu_tooling(plan, builds))
     artifact = pack_artifact(manifest, [("weights", plan.weights), *gpu_sections(builds)], tooling=tooling)
     artifact_host_libraries(CompileResult(None, artifact, manifest, tooling, plan), host_dir)
     with Session(artifact, device="cuda") as session:

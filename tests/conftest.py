@@ -1,4 +1,4 @@
-"""What every test module shares: the `rng` fixture.
+"""What every test module shares: the `rng` fixture, and AOT_CPU=native.
 
 Helpers live in small modules in tests/ (bodies_util, codegen_util, onnx_util, ops_util,
 passes_util, paths_util, targets_util), on the path through pyproject's `pythonpath` and
@@ -8,6 +8,10 @@ import os
 
 import numpy as np
 import pytest
+
+# The suite compiles hundreds of models: each for this machine only (the default, portable,
+# generates code twice). tests/compile/test_cpu_variants.py builds portable artifacts by name.
+os.environ.setdefault("AOT_CPU", "native")
 
 
 @pytest.fixture

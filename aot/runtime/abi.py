@@ -16,6 +16,8 @@ OPTIONS_ABI_VERSION = 3
 DEVICE_ABI_VERSION = 4
 # the first that tells a model's donated pairs (aot_model_donation*)
 DONATION_ABI_VERSION = 5
+# the first that tells which CPU code variant a model loaded (aot_model_cpu_variant)
+CPU_VARIANT_ABI_VERSION = 6
 
 # aot_status_t
 AOT_OK = 0
@@ -116,7 +118,7 @@ _SIGNATURES = {
                                ctypes.c_uint32, _ERRP]),
 }
 _TENSORS = ctypes.POINTER(CTensor)
-# appended in ABI 3, 4 and 5: declared where the library has them
+# appended in ABI 3 to 6: declared where the library has them
 _OPTIONAL_SIGNATURES = {
     "aot_model_open_file_with_options": (ctypes.c_int, [ctypes.c_char_p, _OPTIONS, ctypes.POINTER(_P), _ERRP]),
     "aot_model_open_memory_with_options": (
@@ -133,6 +135,8 @@ _OPTIONAL_SIGNATURES = {
     "aot_model_donation_count": (ctypes.c_uint32, [_P]),
     "aot_model_donation": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
                                           ctypes.POINTER(ctypes.c_uint32), _ERRP]),
+    # ABI 6
+    "aot_model_cpu_variant": (ctypes.c_char_p, [_P]),
 }
 
 

@@ -90,8 +90,8 @@ from aot.errors import ArtifactError, RunError
 from aot.ir.types import DType
 from aot.runtime import dlpack
 from aot.runtime.abi import (AOT_OK, ARTIFACT_STATUSES, CONTEXT_NO_CUDA_GRAPH, CONTEXT_OPTIONS_V1_SIZE,
-                             DEVICE_ABI_VERSION, DEVICE_CPU, DEVICE_CUDA, DONATION_ABI_VERSION, OPTIONS_ABI_VERSION,
-                             CContextOptions, CError, CModelOptions, CTensor, CTensorInfo)
+                             CPU_VARIANT_ABI_VERSION, DEVICE_ABI_VERSION, DEVICE_CPU, DEVICE_CUDA, DONATION_ABI_VERSION,
+                             OPTIONS_ABI_VERSION, CContextOptions, CError, CModelOptions, CTensor, CTensorInfo)
 from aot.runtime.device_array import DeviceArray, numpy_dtype
 from aot.runtime.library import load_library
 
@@ -366,6 +366,16 @@ class Session:
     def model_name(self) -> str:
         self._check_open()
         return self._lib.aot_model_name(self._native.model).decode("utf-8", "replace")
+
+    @property
+    def cpu_variant(self) -> str:
+        """The CPU code variant the runtime loaded ("x86-64-v4"): the artifact's first that this
+        CPU runs, or the one the environment variable AOT_CPU_VARIANT names; "" for a GPU-only
+        artifact (and where the C runtime is older than ABI 6)."""
+        self._check_open()
+        if self._lib.aot_abi_version() < CPU_VARIANT_ABI_VERSION:
+            return ""
+        return self._lib.aot_model_cpu_variant(self._native.model).decode("utf-8", "replace")
 
     @property
     def device(self) -> str:

@@ -58,12 +58,13 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 5u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
+#define AOT_ABI_VERSION 6u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
                                  aot_model_open_{file,memory}_with_options; 4: GPU execution
                                  (AOT_ERR_NO_DEVICE, AOT_ERR_DEVICE, aot_context_options_t's
                                  device fields, aot_run_device, aot_context_device,
                                  aot_context_cuda_stream, aot_device_*); 5: buffer donation
-                                 (aot_model_donation_count, aot_model_donation) */
+                                 (aot_model_donation_count, aot_model_donation); 6:
+                                 aot_model_cpu_variant */
 #define AOT_FORMAT_VERSION 2u /* 2: the tooling section; the manifest holds runtime fields only */
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -224,6 +225,11 @@ AOT_API aot_status_t aot_model_output_info(const aot_model_t* model, uint32_t in
 AOT_API uint64_t aot_model_arena_bytes(const aot_model_t* model);
 /* Model name from the manifest ("" when absent); owned by the model. */
 AOT_API const char* aot_model_name(const aot_model_t* model);
+/* ABI version 6. The CPU code variant the model loaded: the chosen manifest "cpu" entry's
+ * CPU name ("x86-64-v4"), the first for this architecture whose features the CPU has, or
+ * the one the environment variable AOT_CPU_VARIANT names; "" for a GPU-only artifact or an
+ * unnamed entry. Owned by the model. */
+AOT_API const char* aot_model_cpu_variant(const aot_model_t* model);
 
 AOT_API aot_status_t aot_context_create(const aot_model_t* model,
                                         const aot_context_options_t* options,

@@ -1,14 +1,15 @@
 /* cpu_features.c - does this machine have the x86 features an artifact's code needs?
  *
  * Code built for an AVX-512 machine dies with SIGILL on an AVX2 one. The
- * compiler lists, in the chosen "cpu" entry's "x86_features", the instruction
+ * compiler lists, in each "cpu" entry's "x86_features", the instruction
  * set extensions its code may use (X86_CHECKED_FEATURES in
  * aot/codegen/cpu/target.py, LLVM's names). Each is looked up with CPUID, and
  * for the AVX, AVX-512 and APX register state XGETBV says whether the OS saves
  * it: a CPU can have AVX-512 that the kernel (or a hypervisor) leaves off, and
  * the first such instruction then faults like a missing one. A name this
  * runtime does not know counts as missing: it cannot vouch for it. An artifact
- * without the field (from an older compiler) is not checked. */
+ * without the field (from an older compiler) is not checked. model.c loads the
+ * first variant (entry) of this architecture that lacks nothing. */
 #include <stdio.h>
 #include <string.h>
 
@@ -149,9 +150,13 @@ static const char* missing(const cpu_t* cpu, const char* name) {
 }
 #endif /* __x86_64__ */
 
-aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err) {
+/* The "x86_features" of cpu_entry, checked for form: NULL when the entry has none to check
+ * (absent, null: an older compiler's artifact, or empty). */
+static aot_status_t feature_list(const aot__json_t* cpu_entry, const aot__json_t** out,
+                                 aot_error_t* err) {
+  *out = NULL;
   const aot__json_t* list = aot__json_get(cpu_entry, "x86_features");
-  if (!list || list->kind == AOT_JSON_NULL) return AOT_OK; /* an older compiler's artifact */
+  if (!list || list->kind == AOT_JSON_NULL) return AOT_OK;
   if (list->kind != AOT_JSON_ARRAY || list->count > MAX_FEATURES)
     return aot__fail(err, AOT_ERR_FORMAT,
                      "manifest: cpu: \"x86_features\" must be an array of at most %u names",
@@ -160,25 +165,46 @@ aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err) {
     if (f->kind != AOT_JSON_STRING || strlen(f->str) != f->str_len || !f->str[0])
       return aot__fail(err, AOT_ERR_FORMAT,
                        "manifest: cpu: \"x86_features\" must hold non-empty strings without NULs");
-  if (list->count == 0) return AOT_OK;
+  if (list->count) *out = list;
+  return AOT_OK;
+}
+
+aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* names, size_t size,
+                              size_t* out_count, aot_error_t* err) {
+  *out_count = 0;
+  if (size) names[0] = '\0';
+  const aot__json_t* list;
+  aot_status_t st = feature_list(cpu_entry, &list, err);
+  if (st || !list) return st;
 #if defined(__x86_64__)
   cpu_t cpu;
   read_cpu(&cpu);
-  char names[AOT_ERROR_MESSAGE_SIZE];
-  size_t used = 0, lacking = 0;
-  names[0] = '\0';
+  size_t used = 0;
   for (const aot__json_t* f = list->first; f; f = f->next) {
     const char* why = missing(&cpu, f->str);
     if (!why[0]) continue;
-    lacking++;
+    ++*out_count;
+    if (used + 1 >= size) continue; /* counted, no room left to name it */
     /* "missing" goes without saying; the rarer reasons are spelt out */
-    int n = snprintf(names + used, sizeof names - used, "%s%s%s%s%s", used ? ", " : "", f->str,
+    int n = snprintf(names + used, size - used, "%s%s%s%s%s", used ? ", " : "", f->str,
                      strcmp(why, "missing") ? " (" : "", strcmp(why, "missing") ? why : "",
                      strcmp(why, "missing") ? ")" : "");
     if (n < 0) break;
-    used = (size_t)n < sizeof names - used ? used + (size_t)n : sizeof names - 1;
+    used = (size_t)n < size - used ? used + (size_t)n : size - 1;
   }
-  if (!lacking) return AOT_OK;
+#else
+  *out_count = list->count;
+  if (size) snprintf(names, size, "x86 features on a machine that is not x86-64");
+#endif
+  return AOT_OK;
+}
+
+aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err) {
+  char names[AOT_ERROR_MESSAGE_SIZE];
+  size_t lacking;
+  aot_status_t st = aot__cpu_lacking(cpu_entry, names, sizeof names, &lacking, err);
+  if (st || !lacking) return st;
+#if defined(__x86_64__)
   const char* built_for = NULL;
   const aot__json_t* c = aot__json_get(cpu_entry, "cpu");
   if (c && c->kind == AOT_JSON_STRING && strlen(c->str) == c->str_len && c->str[0])
@@ -190,6 +216,6 @@ aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err) {
   return aot__fail(err, AOT_ERR_UNSUPPORTED,
                    "the code needs %zu x86 feature%s (\"x86_features\"), and this is not an x86-64 "
                    "machine",
-                   list->count, list->count == 1 ? "" : "s");
+                   lacking, lacking == 1 ? "" : "s");
 #endif
 }

@@ -244,6 +244,7 @@ struct aot_model {
   uint8_t* weights; /* NULL-free: at least a 1-byte aligned buffer */
   uint64_t weights_bytes, weights_align; /* align: max(manifest alignment, 64) */
   aot__code_t code;
+  char* cpu_variant; /* the loaded "cpu" entry's "cpu" name ("" when unnamed or no CPU code) */
   aot__entry_fn entry;
   uint32_t kernel_count;
   aot__kernel_t* kernels;
@@ -303,10 +304,16 @@ AOT_HIDDEN aot_status_t aot__code_info_check(const aot_model_t* m, const char* s
                                              const char* entry, aot_error_t* err);
 
 /* ---- cpu_features.c ---- */
-/* The chosen "cpu" entry's "x86_features" (absent in older artifacts: no check)
- * against CPUID and the OS's enabled register state; AOT_ERR_UNSUPPORTED names
- * every missing one. */
+/* names the "cpu" entry (variant) to load instead of the first that runs (model.c) */
+#define AOT_CPU_VARIANT_ENV "AOT_CPU_VARIANT"
+/* A "cpu" entry's "x86_features" (absent in older artifacts: no check) against CPUID
+ * and the OS's enabled register state; AOT_ERR_UNSUPPORTED names every missing one. */
 AOT_HIDDEN aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err);
+/* The same look-up without the verdict: *out_count features of cpu_entry this machine
+ * lacks, named (comma-separated, truncated to fit) in names[size]; AOT_ERR_FORMAT for a
+ * malformed list. Picks the first variant that runs (model.c). */
+AOT_HIDDEN aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* names, size_t size,
+                                         size_t* out_count, aot_error_t* err);
 
 /* ---- schedule.c ---- */
 /* chunks per thread: threads claim chunks as they come, so a thread that

@@ -10,6 +10,7 @@
  * A model is immutable once open and shared read-only by every context. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <fcntl.h>
@@ -219,6 +220,7 @@ void aot_model_close(aot_model_t* m) {
   free(m->donations);
   free(m->weights);
   free(m->name);
+  free(m->cpu_variant);
   free(m);
 }
 
@@ -349,7 +351,75 @@ static aot_status_t load_checks(aot_model_t* m, const aot__json_t* cpu, aot_erro
   return AOT_OK;
 }
 
-/* The "cpu" entry for this host and its code section, bounded before it is decoded. */
+/* Append to buf[size] (at *used) what printf makes of fmt, truncated to fit. */
+static void append(char* buf, size_t size, size_t* used, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char* buf, size_t size, size_t* used, const char* fmt, ...) {
+  if (*used + 1 >= size) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *used, size - *used, fmt, ap);
+  va_end(ap);
+  if (n > 0) *used = (size_t)n < size - *used ? *used + (size_t)n : size - 1;
+}
+
+/* The variant named AOT_CPU_VARIANT among the host's entries, which this machine must run
+ * (the message names what it lacks), or a message naming the variants there are. */
+static aot_status_t pick_forced(const aot__json_t* cpu, const char* forced, const aot__json_t** out,
+                                aot_error_t* err) {
+  char names[256] = "";
+  size_t used = 0;
+  for (const aot__json_t* t = cpu->first; t; t = t->next) {
+    const char *arch, *name;
+    aot_status_t st;
+    if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
+    if (strcmp(arch, HOST_ARCH) != 0) continue;
+    if ((st = aot__manifest_string(t, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, &name, err))) return st;
+    if (name && strcmp(name, forced) == 0) {
+      if ((st = aot__cpu_check(t, err))) {
+        aot__error_prefix(err, AOT_CPU_VARIANT_ENV "=%s: ", forced);
+        return st;
+      }
+      *out = t;
+      return AOT_OK;
+    }
+    append(names, sizeof names, &used, "%s%s", used ? ", " : "", name ? name : "(unnamed)");
+  }
+  return aot__fail(err, AOT_ERR_UNSUPPORTED, AOT_CPU_VARIANT_ENV "=%s: the artifact has no %s code for that "
+                   "CPU (its %s variants: %s)", forced, HOST_ARCH, HOST_ARCH, used ? names : "none");
+}
+
+/* The first of the host's entries whose x86 features this machine has (the compiler writes
+ * the best first); when none runs, a message naming each variant and what it lacks (one
+ * variant: aot__cpu_check's). */
+static aot_status_t pick_first(const aot__json_t* cpu, const aot__json_t** out, aot_error_t* err) {
+  char why[AOT_ERROR_MESSAGE_SIZE] = "";
+  size_t used = 0, variants = 0;
+  const aot__json_t* only = NULL;
+  for (const aot__json_t* t = cpu->first; t; t = t->next) {
+    const char *arch, *name;
+    aot_status_t st;
+    if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
+    if (strcmp(arch, HOST_ARCH) != 0) continue;
+    if ((st = aot__manifest_string(t, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, &name, err))) return st;
+    char lacks[AOT_ERROR_MESSAGE_SIZE];
+    size_t count;
+    if ((st = aot__cpu_lacking(t, lacks, sizeof lacks, &count, err))) return st;
+    if (!count) {
+      *out = t;
+      return AOT_OK;
+    }
+    only = variants++ ? NULL : t;
+    append(why, sizeof why, &used, "%s%s lacks %s", used ? "; " : "", name ? name : "(unnamed)", lacks);
+  }
+  if (!variants) return AOT_OK; /* none for this architecture: the caller says so */
+  if (only) return aot__cpu_check(only, err);
+  return aot__fail(err, AOT_ERR_UNSUPPORTED, "none of the artifact's %zu %s code variants runs on this CPU: %s",
+                   variants, HOST_ARCH, why);
+}
+
+/* The "cpu" entry for this host and its code section, bounded before it is decoded.
+ * AOT_CPU_VARIANT, when set and not empty, names the entry (its "cpu") to load. */
 static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root,
                               const aot__json_t** out_pick, const aot__section_t** out,
                               aot_error_t* err) {
@@ -362,22 +432,21 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
   const aot__json_t* cuda = aot__json_get(root, "cuda");
   if (!cpu->first && cuda && cuda->kind != AOT_JSON_NULL) return AOT_OK;
   const aot__json_t* pick = NULL;
-  char have[256] = "";
-  size_t used = 0;
-  for (const aot__json_t* t = cpu->first; t; t = t->next) {
-    const char* arch;
-    aot_status_t st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err);
-    if (st) return st;
-    if (strcmp(arch, HOST_ARCH) == 0 && !pick) pick = t;
-    int n = snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", arch);
-    if (n > 0 && (size_t)n < sizeof have - used) used += (size_t)n;
-  }
-  if (!pick)
+  const char* forced = getenv(AOT_CPU_VARIANT_ENV);
+  aot_status_t st = forced && forced[0] ? pick_forced(cpu, forced, &pick, err) : pick_first(cpu, &pick, err);
+  if (st) return st;
+  if (!pick) {
+    char have[256] = "";
+    size_t used = 0;
+    for (const aot__json_t* t = cpu->first; t; t = t->next) {
+      const char* arch;
+      if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
+      append(have, sizeof have, &used, "%s%s", used ? ", " : "", arch);
+    }
     return aot__fail(err, AOT_ERR_UNSUPPORTED, "no CPU code for %s in the artifact (has: %s)",
                      HOST_ARCH, used ? have : "none");
+  }
   const char* section;
-  aot_status_t st;
-  if ((st = aot__cpu_check(pick, err))) return st; /* before its code is loaded */
   if ((st = aot__manifest_string(pick, "section", "manifest: cpu[" HOST_ARCH "]", 1, &section, err)))
     return st;
   const aot__section_t* s = aot__container_find(c, section);
@@ -393,7 +462,8 @@ static aot_status_t pick_code(const aot__container_t* c, const aot__json_t* root
 }
 
 /* Decode and load the code section s of the "cpu" entry pick, resolve the manifest's
- * symbols in it, and compare the manifest with the code's description. */
+ * symbols in it (the entry's own "kernels" where it lists them, else the top-level ones),
+ * and compare the manifest with the code's description. */
 static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const aot__json_t* root,
                               const aot__json_t* pick, const aot__section_t* s,
                               aot_error_t* err) {
@@ -414,26 +484,49 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
   m->entry = (aot__entry_fn)sym;
   if ((st = load_checks(m, pick, err))) return st;
 
+  const char* variant;
+  if ((st = aot__manifest_string(pick, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, &variant, err))) return st;
+  if (!variant) variant = "";
+  m->cpu_variant = malloc(strlen(variant) + 1);
+  if (!m->cpu_variant) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  memcpy(m->cpu_variant, variant, strlen(variant) + 1);
+
   const aot__json_t* ks = aot__json_get(root, "kernels");
   if (!ks || ks->kind != AOT_JSON_ARRAY)
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: \"kernels\" must be an array");
   if (ks->count > UINT32_MAX / 2) return aot__fail(err, AOT_ERR_FORMAT, "manifest: too many kernels");
+  /* the variant's own symbol, work and cost_ns per kernel (work follows its tiles); without
+   * them (artifacts from before variants) the top-level kernels' */
+  const aot__json_t* vks = aot__json_get(pick, "kernels");
+  if (vks && vks->kind == AOT_JSON_NULL) vks = NULL;
+  if (vks && (vks->kind != AOT_JSON_ARRAY || vks->count != ks->count))
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: cpu[" HOST_ARCH "]: \"kernels\" must be an array with "
+                     "one entry per kernel (%zu)", (size_t)ks->count);
   m->kernels = calloc(ks->count ? ks->count : 1, sizeof *m->kernels);
   if (!m->kernels) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   uint32_t i = 0;
-  char where[64];
-  for (const aot__json_t* k = ks->first; k; k = k->next, i++) {
+  char where[64], code_where[64];
+  const aot__json_t* vk = vks ? vks->first : NULL;
+  for (const aot__json_t* k = ks->first; k; k = k->next, i++, vk = vk ? vk->next : NULL) {
     snprintf(where, sizeof where, "manifest: kernels[%u]", i);
     if (k->kind != AOT_JSON_OBJECT) return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", where);
+    const aot__json_t* code_k = k;
+    if (vk) {
+      snprintf(code_where, sizeof code_where, "manifest: cpu[" HOST_ARCH "].kernels[%u]", i);
+      if (vk->kind != AOT_JSON_OBJECT)
+        return aot__fail(err, AOT_ERR_FORMAT, "%s: must be an object", code_where);
+      code_k = vk;
+    }
+    const char* cw = vk ? code_where : where;
     const char *name, *symbol;
     int64_t work;
     if ((st = aot__manifest_string(k, "name", where, 0, &name, err))) return st;
-    if ((st = aot__manifest_string(k, "symbol", where, 1, &symbol, err))) return st;
+    if ((st = aot__manifest_string(code_k, "symbol", cw, 1, &symbol, err))) return st;
     /* Bounded so the pool's chunk arithmetic (index x items, up to work plus a
      * chunk) cannot overflow. */
-    if ((st = aot__manifest_int(k, "work", where, 1, 0, 0, INT64_MAX / 4, &work, err))) return st;
+    if ((st = aot__manifest_int(code_k, "work", cw, 1, 0, 0, INT64_MAX / 4, &work, err))) return st;
     /* optional (-1: none): a hint for how to split the kernel across threads */
-    if ((st = aot__manifest_int(k, "cost_ns", where, 0, -1, 0, INT64_MAX, &m->kernels[i].cost_ns, err)))
+    if ((st = aot__manifest_int(code_k, "cost_ns", cw, 0, -1, 0, INT64_MAX, &m->kernels[i].cost_ns, err)))
       return st;
     if ((st = aot__code_symbol(&m->code, symbol, &sym, err))) return st;
     m->kernels[i].fn = (aot__kernel_fn)sym;
@@ -682,6 +775,10 @@ uint32_t aot_model_input_count(const aot_model_t* m) { return live(m) ? m->input
 uint32_t aot_model_output_count(const aot_model_t* m) { return live(m) ? m->output_count : 0; }
 uint64_t aot_model_arena_bytes(const aot_model_t* m) { return live(m) ? m->arena_bytes : 0; }
 const char* aot_model_name(const aot_model_t* m) { return live(m) ? m->name : ""; }
+
+const char* aot_model_cpu_variant(const aot_model_t* m) {
+  return live(m) && m->cpu_variant ? m->cpu_variant : "";
+}
 
 static aot_status_t info(const aot__tensor_desc_t* d, uint32_t count, uint32_t index,
                          const char* what, aot_tensor_info_t* out, aot_error_t* err) {

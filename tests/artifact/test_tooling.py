@@ -22,7 +22,7 @@ RUNTIME_KEYS = {
     "outputs": {"name", "dtype", "shape"},
     "arena": {"bytes", "alignment"},
     "weights": {"section", "bytes", "alignment"},
-    "cpu": {"section", "arch", "cpu", "entry", "code_info", "checks", "x86_features"},
+    "cpu": {"section", "arch", "cpu", "entry", "code_info", "checks", "x86_features", "kernels"},
     "kernels": {"name", "symbol", "work", "cost_ns"},
     "checks": {"message"},
 }
