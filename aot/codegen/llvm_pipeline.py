@@ -7,16 +7,26 @@ from llvmlite import ir
 from aot.errors import CodegenError
 
 
-def run_o3(module: ir.Module, machine: llvm.TargetMachine, *, vectorize: bool, back_end: str) -> llvm.ModuleRef:
-    """Parse and verify `module` for `machine`, then run the O3 pipeline with unrolling and,
-    if `vectorize`, loop and SLP vectorization. `back_end` names the module in LLVM's errors."""
+def module_text(module: ir.Module, machine: llvm.TargetMachine) -> str:
+    """`module` as LLVM assembly, with `machine`'s data layout: what is parsed, and what a
+    per-kernel cache keys on. Printing is costly (about 0.2 s per MB), so print once."""
     module.data_layout = str(machine.target_data)
+    return str(module)
+
+
+def parse_verified(text: str, back_end: str) -> llvm.ModuleRef:
+    """Parse and verify LLVM assembly; `back_end` names the module in LLVM's errors."""
     try:
-        parsed = llvm.parse_assembly(str(module))
+        parsed = llvm.parse_assembly(text)
         parsed.verify()
     except RuntimeError as err:
         raise CodegenError(f"LLVM rejected the generated {back_end} module: {err}") from None
     parsed.name = "aot"
+    return parsed
+
+
+def run_passes(parsed: llvm.ModuleRef, machine: llvm.TargetMachine, *, vectorize: bool) -> llvm.ModuleRef:
+    """The O3 pipeline with unrolling and, if `vectorize`, loop and SLP vectorization, in place."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     tuning.loop_vectorization = vectorize
     tuning.slp_vectorization = vectorize
@@ -24,3 +34,10 @@ def run_o3(module: ir.Module, machine: llvm.TargetMachine, *, vectorize: bool, b
     passes = llvm.create_pass_builder(machine, tuning)
     passes.getModulePassManager().run(parsed, passes)
     return parsed
+
+
+def run_o3(module: ir.Module, machine: llvm.TargetMachine, *, vectorize: bool, back_end: str) -> llvm.ModuleRef:
+    """Parse and verify `module` for `machine`, then run the O3 pipeline with unrolling and,
+    if `vectorize`, loop and SLP vectorization. `back_end` names the module in LLVM's errors."""
+    parsed = parse_verified(module_text(module, machine), back_end)
+    return run_passes(parsed, machine, vectorize=vectorize)

@@ -1,4 +1,4 @@
-"""CPU code generation: ExecutionPlan -> optimized LLVM module -> ELF shared object.
+"""CPU code generation: ExecutionPlan -> optimized LLVM modules -> ELF shared object.
 
     target = CpuTarget.host()
     code = emit_cpu(plan, target)
@@ -6,37 +6,52 @@
                          # when the plan has run-time checks), and aot_code_info, what the code
                          # was built for (code_info.py), which the runtime compares with the manifest
     code.kernels         # [(symbol, work items)] in plan order
+    codes = emit_cpu_variants(plan, [CpuTarget.from_name("x86-64-v4"), CpuTarget.from_name("x86-64-v3")])
+
+Each kernel is a module of its own, compiled in parallel processes and cached on disk
+per kernel (build.py, cache.py); the objects of one target link into its shared object.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from aot.codegen.cpu.build import Built, Job, ObjectBuilder, build_objects, default_jobs, entry_module, kernel_module
+from aot.codegen.cpu.cache import ObjectCache
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu.link import link_shared
-from aot.codegen.math import MathLib
-from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import run_o3
+from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
+from aot import progress
 
-__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "emit_cpu_variants", "build_module", "optimize"]
+__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "emit_cpu_variants", "build_module", "entry_module", "kernel_module",
+           "optimize"]
 
 
 @dataclass(frozen=True)
 class CpuCode:
     shared_object: bytes
     kernels: list[tuple[str, int]]
-    llvm_ir: str
     target: CpuTarget
+    # the optimized LLVM assembly of every module, printed only when asked for (--dump-ir, tests):
+    # printing and re-optimizing cost as much as a tenth of the compile
+    optimized_ir: Callable[[], str] = field(repr=False, compare=False)
+
+    @cached_property
+    def llvm_ir(self) -> str:
+        return self.optimized_ir()
 
 
 def build_module(plan: ExecutionPlan, target: CpuTarget) -> tuple[ir.Module, list[tuple[str, int]]]:
-    """The unoptimized LLVM module of `plan` and its (symbol, work items) per kernel."""
+    """The whole plan as one unoptimized LLVM module, and its (symbol, work items) per kernel:
+    what the per-kernel modules hold together, for reading and tests."""
     module = ir.Module(name="aot")
     module.triple = target.triple
     lib = MathLib(module, target)
@@ -55,16 +70,40 @@ def optimize(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
     return run_o3(module, machine, vectorize=True, back_end="CPU")
 
 
-def emit_cpu(plan: ExecutionPlan, target: CpuTarget) -> CpuCode:
-    machine = target.target_machine()
-    module, kernels = build_module(plan, target)
-    optimized = optimize(module, machine)
-    check_module(optimized)
-    obj = machine.emit_object(optimized)
-    check_object(obj)  # instruction selection can add libcalls the module does not show
-    return CpuCode(link_shared(obj, target), kernels, str(optimized), target)
+def emit_cpu(plan: ExecutionPlan, target: CpuTarget, *, jobs: int | None = None,
+             cache: ObjectCache | None | bool = True) -> CpuCode:
+    return emit_cpu_variants(plan, [target], jobs=jobs, cache=cache)[0]
 
 
-def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget]) -> list[CpuCode]:
-    """One CpuCode per target, in `targets` order, all over the same plan (one weights section)."""
-    return [emit_cpu(plan, target) for target in targets]
+def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget], *, jobs: int | None = None,
+                      cache: ObjectCache | None | bool = True) -> list[CpuCode]:
+    """One CpuCode per target, in `targets` order, all over the same plan (one weights section).
+
+    `jobs`: worker processes (default: AOT_JOBS, else the usable cores). `cache`: True for the
+    one the environment names (ObjectCache.from_environment: off with AOT_NO_CACHE=1), False
+    or None for none, or an ObjectCache. Reports each object built to aot.progress."""
+    if cache is True:
+        cache = ObjectCache.from_environment()
+    builder = ObjectBuilder(plan, targets, cache or None)
+    work = [Job(v, k) for v in range(len(targets)) for k in [*range(len(plan.kernels)), None]]
+    reporter = progress.current()
+    reporter.phase("codegen", total=len(work))
+    built = build_objects(builder, work, jobs or default_jobs(), lambda job, result: reporter.advance())
+    if cache:
+        cache.evict()
+    objects: dict[Job, Built] = dict(zip(work, built))
+    codes = []
+    for v, target in enumerate(targets):
+        mine = [objects[Job(v, k)].obj for k in [*range(len(plan.kernels)), None]]
+        codes.append(CpuCode(link_shared(mine, target), builder.kernels[v], target, _printer(builder, v)))
+    return codes
+
+
+def _printer(builder: ObjectBuilder, variant: int) -> Callable[[], str]:
+    def optimized_ir() -> str:
+        target = builder.targets[variant]
+        machine = builder.machine(target)
+        modules = [kernel_module(builder.plan, target, k) for k in range(len(builder.plan.kernels))]
+        modules.append(entry_module(builder.plan, target, builder.kernels[variant]))
+        return "".join(str(run_o3(m, machine, vectorize=True, back_end="CPU")) for m in modules)
+    return optimized_ir

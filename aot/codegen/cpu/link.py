@@ -1,9 +1,11 @@
-"""Object file -> shared object, linked against nothing (`cc -shared -nostdlib`).
+"""Object files -> one shared object, linked against nothing (`cc -shared -nostdlib`).
 
 Undefined symbols LLVM may emit (memcpy, memset, memmove) resolve at dlopen
 time from the process's libc; symbols.py fails the compile on any other.
-Paths are relative inside a temporary directory and the build id is off, so
-the same object always links to the same bytes.
+Paths are relative inside a temporary directory, named by position, and the
+build id is off, so the same objects in the same order always link to the same
+bytes. Codegen builds one object per kernel (in parallel) plus one for the
+entry; -Bsymbolic binds the entry's calls of the kernels inside the library.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
@@ -31,12 +34,17 @@ def _linker(target: CpuTarget) -> list[str]:
     raise CodegenError(f"no linker for {target.arch} on this {host} host (install {target.arch}-linux-gnu-gcc or clang with ld.lld)")
 
 
-def link_shared(obj: bytes, target: CpuTarget) -> bytes:
+def link_shared(objects: bytes | Sequence[bytes], target: CpuTarget) -> bytes:
+    """Link one object, or several in the order given, into a shared object."""
     command = _linker(target)
+    objects = [objects] if isinstance(objects, bytes) else list(objects)
     with tempfile.TemporaryDirectory(prefix="aot-link-") as tmp:
-        with open(os.path.join(tmp, "kernels.o"), "wb") as f:
-            f.write(obj)
-        args = [*command, "-shared", "-nostdlib", "-Wl,--build-id=none", "-Wl,-z,noexecstack", "-o", "kernels.so", "kernels.o"]
+        names = [f"k{i:05d}.o" for i in range(len(objects))]
+        for name, obj in zip(names, objects):
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(obj)
+        args = [*command, "-shared", "-nostdlib", "-Wl,--build-id=none", "-Wl,-z,noexecstack", "-Wl,-Bsymbolic",
+                "-o", "kernels.so", *names]
         result = subprocess.run(args, cwd=tmp, capture_output=True, text=True)
         if result.returncode != 0:
             raise CodegenError(f"linking the CPU shared object failed ({' '.join(args)}): {result.stderr.strip()}")

@@ -91,12 +91,16 @@ def _error(found: list[str], where: str) -> CodegenError:
                         f"The shared object links against nothing and only {allowed} resolve when it is loaded")
 
 
-def check_module(module: llvm.ModuleRef) -> None:
+def check_module(module: llvm.ModuleRef, linked: frozenset[str] = frozenset()) -> None:
     """Raise CodegenError if `module` declares a function or global that is neither an LLVM
-    intrinsic nor loader-resolved (an emitter called or referenced something external)."""
+    intrinsic nor loader-resolved (an emitter called or referenced something external).
+    `linked`: symbols another object of the same shared object defines (the entry module
+    calls the kernels, each built in a module of its own)."""
+    allowed = LOADER_RESOLVED | linked
     found = [_describe(fn.name, []) for fn in module.functions
-             if fn.is_declaration and not fn.name.startswith("llvm.") and fn.name not in LOADER_RESOLVED]
-    found += [_describe(variable.name, []) for variable in module.global_variables if variable.is_declaration]
+             if fn.is_declaration and not fn.name.startswith("llvm.") and fn.name not in allowed]
+    found += [_describe(variable.name, []) for variable in module.global_variables
+              if variable.is_declaration and variable.name not in linked]
     if found:
         raise _error(found, "the optimized LLVM module")
 
@@ -152,11 +156,12 @@ def undefined_references(obj: bytes) -> dict[str, list[str]]:
     return {name: sorted(found) for name, found in users.items()}
 
 
-def check_object(obj: bytes) -> None:
-    """Raise CodegenError if the object leaves a symbol undefined that the loader cannot resolve
-    (LLVM lowered an operation to a libgcc/libm call)."""
+def check_object(obj: bytes, linked: frozenset[str] = frozenset()) -> None:
+    """Raise CodegenError if the object leaves a symbol undefined that neither the loader nor
+    another object of the shared object (`linked`) resolves (LLVM lowered an operation to a
+    libgcc/libm call)."""
     references = undefined_references(obj)
     found = [_describe(name, users) for name, users in sorted(references.items())
-             if name not in LOADER_RESOLVED]
+             if name not in LOADER_RESOLVED and name not in linked]
     if found:
         raise _error(found, "the emitted CPU object")
