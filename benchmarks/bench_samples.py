@@ -1,20 +1,27 @@
-"""Side-by-side latency and size: aot artifact vs onnxruntime on the sample models.
+"""Side-by-side latency: aot artifact vs onnxruntime at 1 and 2 threads, and artifact size.
 
-    python benchmarks/bench_samples.py [--runs 200] [--threads 1] [models...]
+    python benchmarks/bench_samples.py [--runs 100] [--threads 1,2] [models...]
     python benchmarks/bench_samples.py --suite benchmark [--runs 50]   # torch-made benchmark models
+    python benchmarks/bench_samples.py --suite benchmark --cpu znver3  # the AVX2 code path
 
-
-Both engines run in this one process, with their default thread-pool settings,
-timed side by side in alternating blocks of runs (benchmarks/side_by_side.py).
-Prints medians and the ratio onnxruntime / aot (above 1 means aot is faster),
-and artifact bytes against the ONNX file and weight bytes.
+Every engine (aot and onnxruntime, one session each per thread count) runs in
+this one process, timed side by side in alternating blocks of runs
+(benchmarks/side_by_side.py), so the ratios compare runs made under the same
+machine load. The header names the CPU and the code path the artifact was
+built for (`--cpu`, default native: avx512, avx2 or narrow). Prints medians,
+aot/onnxruntime per thread count (above 1: aot is slower), aot's own 2-thread
+over 1-thread time, the geometric means, and artifact bytes against the ONNX
+file and weight bytes.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,37 +30,56 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_samples  # noqa: E402
-from side_by_side import alternate_medians  # noqa: E402
+from side_by_side import alternate_medians, cpu_model_name  # noqa: E402
 
 import aot  # noqa: E402
+from aot.codegen.cpu.target import CpuTarget  # noqa: E402
 from aot.inspect import describe  # noqa: E402
 
 
-def bench(name: str, model: Path, out_dir: Path, runs: int, threads: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class Result:
+    aot_ms: dict[int, float]  # median per thread count
+    ort_ms: dict[int, float]
+    artifact_bytes: int
+    onnx_bytes: int
+    weights_bytes: int
+    compile_s: float
+    max_abs_diff: float
+
+
+def bench(name: str, model: Path, out_dir: Path, runs: int, threads: Sequence[int], cpu: str) -> Result:
     import onnxruntime as ort
 
     artifact = out_dir / f"{name}.aot"
     start = time.perf_counter()
-    aot.compile(model, artifact)
+    aot.compile(model, artifact, cpu=cpu)
     compile_s = time.perf_counter() - start
-    x = np.load(model.with_suffix(".input.npy"))
-    ours = aot.Session(artifact, threads=threads)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads  # its defaults otherwise (workers spin, as aot's do)
-    peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    feeds = {"x": x}
-    aot_s, ort_s = alternate_medians([lambda: ours.run(None, feeds), lambda: peer.run(None, feeds)], runs)
+    feeds = {"x": np.load(model.with_suffix(".input.npy"))}
+    engines: list[Callable[[], object]] = []
+    diff = 0.0
+    for n in threads:
+        ours = aot.Session(artifact, threads=n)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = n  # its defaults otherwise (workers spin, as aot's do)
+        peer = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        diff = max(diff, float(np.max(np.abs(ours.run(None, feeds)[0] - peer.run(None, feeds)[0]))))
+        engines += [lambda s=ours: s.run(None, feeds), lambda s=peer: s.run(None, feeds)]
+    medians = alternate_medians(engines, runs)
     info = describe(artifact)
-    diff = float(np.max(np.abs(ours.run(None, feeds)[0] - peer.run(None, feeds)[0])))
-    return {
-        "aot_ms": aot_s * 1e3,
-        "ort_ms": ort_s * 1e3,
-        "artifact_bytes": info["file_bytes"],
-        "onnx_bytes": model.stat().st_size,
-        "weights_bytes": info["weights_bytes"],
-        "compile_s": compile_s,
-        "max_abs_diff": diff,
-    }
+    return Result(
+        aot_ms={n: medians[2 * i] * 1e3 for i, n in enumerate(threads)},
+        ort_ms={n: medians[2 * i + 1] * 1e3 for i, n in enumerate(threads)},
+        artifact_bytes=info["file_bytes"],
+        onnx_bytes=model.stat().st_size,
+        weights_bytes=info["weights_bytes"],
+        compile_s=compile_s,
+        max_abs_diff=diff,
+    )
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
@@ -61,9 +87,12 @@ def main() -> None:
     parser.add_argument("models", nargs="*", help="model names (default: the whole suite)")
     parser.add_argument("--suite", choices=["samples", "benchmark"], default="samples",
                         help="samples: models/make_samples.py; benchmark: models/make_benchmarks.py (needs torch)")
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=100, help="timed runs per engine and thread count")
+    parser.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
+    parser.add_argument("--cpu", default="native", help="the aot target CPU (znver3, x86-64-v3: AVX2 code)")
     args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    code_path = CpuTarget.from_name(args.cpu).code_path
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if args.suite == "samples":
@@ -73,13 +102,24 @@ def main() -> None:
 
             paths = {name: make_benchmarks.make(name, out) for name in (args.models or make_benchmarks.MODELS)}
         names = args.models or list(paths)
-        header = f"{'model':<10} {'aot ms':>9} {'ort ms':>9} {'ort/aot':>8} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>10}"
-        print(f"threads={args.threads}, runs={args.runs}, medians")
-        print(header)
+        print(f"CPU: {cpu_model_name()}; aot --cpu {args.cpu} ({code_path}); threads {args.threads}; "
+              f"runs {args.runs}; medians; aot/ort above 1: aot slower")
+        cols = "".join(f" {'aot ms ' + str(n) + 't':>10} {'ort ms ' + str(n) + 't':>10} {'aot/ort':>7}" for n in threads)
+        scaling = f" {'aot ' + str(threads[-1]) + 't/' + str(threads[0]) + 't':>9}" if len(threads) > 1 else ""
+        print(f"{'model':<12}{cols}{scaling} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>9}")
+        ratios: dict[int, list[float]] = {n: [] for n in threads}
         for name in names:
-            r = bench(name, paths[name], out, args.runs, args.threads)
-            print(f"{name:<10} {r['aot_ms']:>9.4f} {r['ort_ms']:>9.4f} {r['ort_ms'] / r['aot_ms']:>8.2f} "
-                  f"{r['artifact_bytes']:>11} {r['onnx_bytes']:>10} {r['weights_bytes']:>10} {r['compile_s']:>9.2f} {r['max_abs_diff']:>10.2e}")
+            r = bench(name, paths[name], out, args.runs, threads, args.cpu)
+            row = ""
+            for n in threads:
+                ratios[n].append(r.aot_ms[n] / r.ort_ms[n])
+                row += f" {r.aot_ms[n]:>10.4f} {r.ort_ms[n]:>10.4f} {ratios[n][-1]:>7.2f}"
+            if len(threads) > 1:
+                row += f" {r.aot_ms[threads[-1]] / r.aot_ms[threads[0]]:>9.2f}"
+            print(f"{name:<12}{row} {r.artifact_bytes:>11} {r.onnx_bytes:>10} {r.weights_bytes:>10} "
+                  f"{r.compile_s:>9.2f} {r.max_abs_diff:>9.2e}", flush=True)
+        means = "".join(f" {'':>10} {'':>10} {geomean(ratios[n]):>7.2f}" for n in threads)
+        print(f"{'geomean':<12}{means}")
 
 
 if __name__ == "__main__":
