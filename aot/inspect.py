@@ -48,6 +48,10 @@ def describe(path: str | Path) -> dict[str, Any]:
         "temporaries_bytes": arena.get("temporaries_bytes"),
         "weights_bytes": manifest.get("weights", {}).get("bytes"),
         "code_bytes": code_bytes,
+        # the CPU code variants, best first, as the runtime chooses among them
+        "cpu_variants": [{"arch": c.get("arch"), "cpu": c.get("cpu"), "section": c.get("section"),
+                          "code_bytes": code_bytes.get(c.get("section")), "x86_features": c.get("x86_features")}
+                         for c in manifest.get("cpu", [])],
         "cuda": manifest.get("cuda"),  # GPU code and launch plan, with ptxas's report (None: no GPU code)
         "donations": manifest.get("donations", []),  # outputs that take over inputs' buffers
         "memory_plan": manifest.get("memory_plan", []),
@@ -89,12 +93,18 @@ def summary(info: dict[str, Any]) -> str:
         how = f": {d['how']}, {d['why']}" if "how" in d else ""
         lines.append(f"donated: {display_name(info['inputs'][d['input']]['name'])} -> "
                      f"{display_name(info['outputs'][d['output']]['name'])} ({source}){how}")
-    for target in m.get("cpu", []):
-        lines.append(f"cpu code: {target.get('arch')} {target.get('cpu')} ({target.get('triple')})")
+    variants = m.get("cpu", [])
+    for index, target in enumerate(variants):
+        # best first: the runtime loads the first of its architecture whose features the CPU has
+        which = f"variant {index + 1} of {len(variants)}: " if len(variants) > 1 else ""
+        features = target.get("x86_features")
+        widest = f", up to {_widest(features)}" if features else ""
+        lines.append(f"cpu code: {which}{target.get('arch')} {target.get('cpu')} ({target.get('triple')}) "
+                     f"in {target.get('section')}{widest}")
     lines.append("sections:")
     for s in info["sections"]:
-        lines.append(f"  {s['name']:<16} {s['codec']:<5} {s['stored_bytes']:>10} B stored {s['raw_bytes']:>10} B raw")
-    lines.append(f"kernels ({len(info['kernels'])}):")
+        lines.append(f"  {s['name']:<23} {s['codec']:<5} {s['stored_bytes']:>10} B stored {s['raw_bytes']:>10} B raw")
+    lines.append(f"kernels ({len(info['kernels'])})" + (f", work of {variants[0].get('cpu')}:" if len(variants) > 1 else ":"))
     for k in info["kernels"]:
         # cost_ns: the compiler's estimate of all the kernel's items on one core (the runtime's thread split)
         cost = f"{k['cost_ns'] / 1000:>9.1f} us" if isinstance(k.get("cost_ns"), (int, float)) else " " * 12
@@ -102,6 +112,14 @@ def summary(info: dict[str, Any]) -> str:
         lines.append(f"  {k.get('name', k.get('symbol')):<24} {work}  {'+'.join(k.get('ops', []))}")
     lines.extend(_gpu_lines(m.get("cuda")))
     return "\n".join(lines)
+
+
+_WIDEST = {"avx512f": "AVX-512", "avx2": "AVX2", "avx": "AVX", "sse4.2": "SSE4.2"}
+
+
+def _widest(features: list[str]) -> str:
+    """The widest vector extension in a variant's x86_features, the one that tells x86 levels apart."""
+    return next((shown for name, shown in _WIDEST.items() if name in features), f"{len(features)} features")
 
 
 def _gpu_lines(cuda: dict[str, Any] | None) -> list[str]:

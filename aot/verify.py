@@ -161,9 +161,7 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
             sms = ", ".join(s["sm"] for s in manifest.get("cuda", {}).get("sms", []))
             raise ArtifactError(f"'{artifact}' holds GPU code only (cuda: {sms or 'none'}): verify runs CPU code; "
                                 f"compile with --target cpu,cuda")
-        cpu = manifest["cpu"][0].get("cpu", cpu)
-        check_runnable(cpu)
-        compiled = None
+        compiled = None  # the runtime picks the variant this CPU runs, or refuses naming what each lacks
     else:
         check_runnable(cpu)
         compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu, donate=donate, infer_donation=infer_donation)
@@ -180,7 +178,10 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
             raise ModelError(f"--input '{name}': expected {feeds[name].dtype}{list(feeds[name].shape)}, "
                              f"got {given.dtype}{list(given.shape)}")
         feeds[name], how[name] = given, "given"
-    got = Session(artifact_bytes, threads=threads).run(None, feeds)
+    with Session(artifact_bytes, threads=threads) as session:
+        got = session.run(None, feeds)
+        if len(manifest["cpu"]) > 1 or artifact is not None:  # the variant that ran
+            cpu = session.cpu_variant or manifest["cpu"][0].get("cpu", cpu)
     reference_feeds = {**feeds, **{k: np.asarray(v) for k, v in bind.items()}}
     want = onnxruntime_outputs(model, reference_feeds) if is_onnx else None
     reference = "onnxruntime"
@@ -194,9 +195,10 @@ def verify(model: str | Path, *, shapes: Mapping[str, tuple[int, ...]] | None = 
         outputs.append(OutputReport(spec["name"], list(spec["shape"]), max_abs, max_rel, not problem, problem))
     report = VerifyReport(str(model), reference, cpu, atol, rtol, how, outputs)
     if not report.ok:
-        if compiled is None or compiled.artifact != artifact_bytes:
+        if compiled is None or compiled.artifact != artifact_bytes or len(manifest["cpu"]) > 1:
+            # the plan, for bisection, with the code of the one variant that ran
             compiled = compile_model(model, shapes=shapes, bind=bind, cpu=cpu, donate=donate,
-                                     infer_donation=infer_donation)  # the plan, for bisection
+                                     infer_donation=infer_donation)
         report.divergence = bisect(model, shapes, bind, compiled, feeds, want, atol, rtol, cpu)
     return report
 
@@ -231,7 +233,7 @@ def bisect(model: Path, shapes: Any, bind: Any, compiled: Any, feeds: Mapping[st
 
 def _bisect_passes(model: Path, shapes: Any, bind: Any, feeds: Mapping[str, np.ndarray], want: list[np.ndarray],
                    atol: float, rtol: float, cpu: str) -> Divergence:
-    from aot.codegen.cpu import CpuTarget
+    from aot.codegen.cpu.targets import plan_lanes, resolve_cpu_targets
     from aot.driver import import_model
     from aot.pipeline import default_passes
 
@@ -258,7 +260,7 @@ def _bisect_passes(model: Path, shapes: Any, bind: Any, feeds: Mapping[str, np.n
             if problem:
                 return Divergence("pass", p.name, f"after import: after this pass the graph differs from the "
                                                   f"reference: {problem}")
-    passes = default_passes(CpuTarget.from_name(cpu).vector_lanes)
+    passes = default_passes(plan_lanes(resolve_cpu_targets(cpu)))
     for round_index in range(MAX_ROUNDS):
         changed_any = False
         for p in passes:
@@ -328,11 +330,12 @@ def format_report(report: VerifyReport) -> str:
 
 
 def check_runnable(cpu: str) -> None:
-    """Raise unless this machine runs code built for `cpu`."""
+    """Raise unless this machine runs code built for `cpu` (for a list of variants, one of them)."""
     from aot.codegen.cpu import CpuTarget
+    from aot.codegen.cpu.targets import resolve_cpu_targets
 
     if cpu in ("native", "host"):
         return
-    target, host = CpuTarget.from_name(cpu), CpuTarget.host()
-    if not target.runs_on(host):
+    host = CpuTarget.host()
+    if not any(target == host or target.runs_on(host) for target in resolve_cpu_targets(cpu)):
         raise RunError(f"this machine ({host.cpu}) cannot run code built for {cpu}: verify it where it runs")

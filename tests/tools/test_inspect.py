@@ -103,3 +103,16 @@ def test_summary_lists_each_kernels_estimated_cost(artifact):
     for k in kernels:
         line = next(ln for ln in result.output.splitlines() if ln.split() and ln.split()[0] == k.get("name", k["symbol"]))
         assert re.search(rf"est +{k['cost_ns'] / 1000:.1f} us", line), (line, json.dumps(k))
+
+
+def test_the_cpu_variants_are_listed_best_first(tmp_path):
+    path = tmp_path / "variants.aot"
+    aot.compile(_model(), path, cpu="x86-64-v4,x86-64-v3")
+    result = CliRunner().invoke(main, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "cpu code: variant 1 of 2: x86_64 x86-64-v4 (x86_64-unknown-linux-gnu) in cpu.x86_64.x86-64-v4, up to AVX-512" in result.output
+    assert "cpu code: variant 2 of 2: x86_64 x86-64-v3 (x86_64-unknown-linux-gnu) in cpu.x86_64.x86-64-v3, up to AVX2" in result.output
+    info = json.loads(CliRunner().invoke(main, ["inspect", str(path), "--json"]).output)
+    assert [(v["cpu"], v["section"]) for v in info["cpu_variants"]] == [
+        ("x86-64-v4", "cpu.x86_64.x86-64-v4"), ("x86-64-v3", "cpu.x86_64.x86-64-v3")]
+    assert all(v["code_bytes"] > 0 for v in info["cpu_variants"])
