@@ -339,6 +339,11 @@ AOT_HIDDEN aot__split_t aot__split_kernel(const aot__kernel_t* k, uint32_t threa
 AOT_HIDDEN int aot__model_splits(const aot_model_t* m, uint32_t threads);
 
 /* ---- threadpool.c ---- */
+/* a pool's first runs, each kernel whole on the caller and timed; the splits
+ * then follow the measured times instead of the manifest's estimates: the
+ * first run also pays for first touches of the arena and cold caches, the
+ * second is what later runs cost (each kernel keeps its faster time) */
+#define AOT__CALIBRATION_RUNS 2
 typedef struct aot__pool aot__pool_t;
 typedef struct aot__job {
   const void* const* inputs;
@@ -352,8 +357,9 @@ AOT_HIDDEN aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads,
                                          aot__pool_t** out, aot_error_t* err);
 AOT_HIDDEN void aot__pool_destroy(aot__pool_t* pool);
 /* Run every kernel of the pool's model in order: each split one (schedule.c) across
- * whichever threads come, the rest on the calling thread. Returns when every
- * kernel has finished. */
+ * whichever threads come, the rest on the calling thread; the first
+ * AOT__CALIBRATION_RUNS runs, every kernel on the calling thread. Returns when
+ * every kernel has finished. */
 AOT_HIDDEN void aot__pool_run(aot__pool_t* pool, const aot__job_t* job);
 
 /* ---- gpu_device.c: a model's code and weights on one device ---- */
