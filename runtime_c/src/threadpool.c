@@ -31,6 +31,17 @@
  * Workers poll for tasks while a run is in flight and for IDLE_SPIN_NS after
  * it (back-to-back runs are the common serving loop), then sleep on a
  * condition variable until the next run.
+ *
+ * Split by measured cost: the pool is created when the manifest's estimates
+ * (cost_ns, aot/kernel_cost.py: fitted on one machine, right within a factor
+ * of two or so) split some kernel. Its first AOT__CALIBRATION_RUNS runs then go on
+ * the caller alone, every kernel whole and timed; after them each kernel is
+ * split (schedule.c) by its fastest measured time on this machine instead of
+ * the estimate, so a kernel that runs in less time here than a hand-off is
+ * worth stays on the caller. When no kernel is worth splitting any more, runs
+ * never publish themselves and the workers stay asleep. (Timing every run
+ * instead would cost two clock reads per kernel forever, and a run slowed by
+ * the machine's other load would move the splits back and forth.)
  * Thread-safety: one aot__pool_run at a time per pool (the context's rule). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -101,6 +112,10 @@ static uint64_t wait_while_equal(_Atomic uint64_t* value, uint64_t seen, int64_t
 struct aot__pool {
   const aot_model_t* model;
   aot__split_t* splits; /* per kernel, for this pool's thread count */
+  int64_t* measured_ns; /* per kernel: fastest time of the calibration runs */
+  uint32_t calibration_runs_left;
+  int any_split; /* some kernel of splits has 2 chunks or more */
+  uint32_t thread_count; /* workers and the caller */
   uint32_t workers;
   uint32_t started;
   pthread_t* threads;
@@ -183,6 +198,13 @@ static void stop_workers(aot__pool_t* pool) {
   pool->started = 0;
 }
 
+static void free_tables(aot__pool_t* pool) {
+  free(pool->splits);
+  free(pool->measured_ns);
+  free(pool->threads);
+  free(pool);
+}
+
 aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_t** out,
                               aot_error_t* err) {
   *out = NULL;
@@ -191,27 +213,29 @@ aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_
   memset(pool, 0, sizeof *pool);
   pool->model = m;
   pool->workers = threads - 1;
-  pool->splits = calloc(m->kernel_count ? m->kernel_count : 1, sizeof *pool->splits);
+  pool->thread_count = threads;
+  size_t kernels = m->kernel_count ? m->kernel_count : 1;
+  pool->splits = calloc(kernels, sizeof *pool->splits);
+  pool->measured_ns = calloc(kernels, sizeof *pool->measured_ns);
   pool->threads = calloc(pool->workers ? pool->workers : 1, sizeof *pool->threads);
-  if (!pool->splits || !pool->threads) {
-    free(pool->splits);
-    free(pool->threads);
-    free(pool);
+  if (!pool->splits || !pool->measured_ns || !pool->threads) {
+    free_tables(pool);
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   }
-  for (uint32_t k = 0; k < m->kernel_count; k++)
+  /* until the calibration runs are done, the estimates say whether to split */
+  for (uint32_t k = 0; k < m->kernel_count; k++) {
     pool->splits[k] = aot__split_kernel(&m->kernels[k], threads);
+    pool->any_split |= pool->splits[k].chunks > 1;
+    pool->measured_ns[k] = INT64_MAX;
+  }
+  pool->calibration_runs_left = AOT__CALIBRATION_RUNS;
   if (pthread_mutex_init(&pool->mu, NULL) != 0) {
-    free(pool->splits);
-    free(pool->threads);
-    free(pool);
+    free_tables(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_mutex_init failed");
   }
   if (pthread_cond_init(&pool->cv, NULL) != 0) {
     pthread_mutex_destroy(&pool->mu);
-    free(pool->splits);
-    free(pool->threads);
-    free(pool);
+    free_tables(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_cond_init failed");
   }
   atomic_init(&pool->kernel, 0);
@@ -240,13 +264,45 @@ void aot__pool_destroy(aot__pool_t* pool) {
   stop_workers(pool);
   pthread_cond_destroy(&pool->cv);
   pthread_mutex_destroy(&pool->mu);
-  free(pool->splits);
-  free(pool->threads);
-  free(pool);
+  free_tables(pool);
+}
+
+/* One calibration run: every kernel whole on the caller, timed; after the
+ * last, each kernel's split follows its fastest time. The workers are not
+ * told of the run (they go to sleep), so they take no time from it. */
+static void run_timed(aot__pool_t* pool, const aot__job_t* job) {
+  const aot_model_t* m = pool->model;
+  for (uint32_t k = 0; k < m->kernel_count; k++) {
+    const aot__kernel_t* kern = &m->kernels[k];
+    if (kern->work <= 0) continue;
+    int64_t start = now_ns();
+    kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+    int64_t took = now_ns() - start;
+    if (took < pool->measured_ns[k]) pool->measured_ns[k] = took;
+  }
+  if (--pool->calibration_runs_left) return;
+  pool->any_split = 0;
+  for (uint32_t k = 0; k < m->kernel_count; k++) {
+    aot__kernel_t timed = m->kernels[k];
+    timed.cost_ns = timed.work > 0 ? pool->measured_ns[k] : 0;
+    pool->splits[k] = aot__split_kernel(&timed, pool->thread_count);
+    pool->any_split |= pool->splits[k].chunks > 1;
+  }
 }
 
 void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
   const aot_model_t* m = pool->model;
+  if (pool->calibration_runs_left) {
+    run_timed(pool, job);
+    return;
+  }
+  if (!pool->any_split) { /* measured: every kernel is cheaper than a hand-off */
+    for (uint32_t k = 0; k < m->kernel_count; k++) {
+      const aot__kernel_t* kern = &m->kernels[k];
+      if (kern->work > 0) kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+    }
+    return;
+  }
   /* no task of this run is published yet, and every chunk of the last run's
    * is done: no thread reads these now */
   atomic_store_explicit(&pool->inputs, job->inputs, memory_order_relaxed);

@@ -1,6 +1,11 @@
 /* C tests of schedule.c: which kernels a context splits across its threads,
- * and that every split covers [0, work) exactly once. */
+ * and that every split covers [0, work) exactly once; and of how threadpool.c
+ * runs them: which thread runs each call of a kernel, counted, not timed. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "check.h"
 #include "internal.h"
@@ -80,11 +85,139 @@ static void test_model_splits(void) {
   CHECK(!aot__model_splits(&m, 8), "no kernels: no pool");
 }
 
+/* ---- the pool: kernels that count their calls, and the calls off the caller ---- */
+#define POOL_KERNELS 3
+#define POOL_WORK 64
+/* the slow kernel's time per item: its 64 items take at least 64 us, so its
+ * measured time gives every chunk of the largest split MIN_CHUNK_NS or more */
+#define SLOW_ITEM_NS 1000
+
+static pthread_t g_caller;
+static _Atomic int64_t g_calls[POOL_KERNELS], g_items[POOL_KERNELS], g_off_caller[POOL_KERNELS];
+
+static void count(int k, int64_t begin, int64_t end) {
+  atomic_fetch_add(&g_calls[k], 1);
+  atomic_fetch_add(&g_items[k], end - begin);
+  if (!pthread_equal(pthread_self(), g_caller)) atomic_fetch_add(&g_off_caller[k], 1);
+}
+
+static int64_t clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void slow_kernel(const void* const* in, void* const* out, uint8_t* arena,
+                        const uint8_t* weights, int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  int64_t until = clock_ns() + (end - begin) * SLOW_ITEM_NS;
+  while (clock_ns() < until) {
+  }
+  count(0, begin, end);
+}
+
+static void tiny_kernel(const void* const* in, void* const* out, uint8_t* arena,
+                        const uint8_t* weights, int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  count(1, begin, end);
+}
+
+/* estimated slow, measured as fast as tiny_kernel */
+static void overestimated_kernel(const void* const* in, void* const* out, uint8_t* arena,
+                                 const uint8_t* weights, int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  count(2, begin, end);
+}
+
+static void reset_counts(void) {
+  for (int k = 0; k < POOL_KERNELS; k++) {
+    atomic_store(&g_calls[k], 0);
+    atomic_store(&g_items[k], 0);
+    atomic_store(&g_off_caller[k], 0);
+  }
+}
+
+/* A tiny kernel runs whole on the caller in every run; the first
+ * AOT__CALIBRATION_RUNS runs run every kernel whole on the caller; after them
+ * the split follows the measured time: the slow kernel in as many chunks as
+ * two threads get, the overestimated one whole on the caller. */
+static void test_pool_caller_runs_small_kernels(void) {
+  aot__kernel_t ks[POOL_KERNELS] = {
+      {NULL, slow_kernel, POOL_WORK, 1000000000},
+      {NULL, tiny_kernel, POOL_WORK, 100},
+      {NULL, overestimated_kernel, POOL_WORK, 1000000000},
+  };
+  aot_model_t m = {0};
+  m.kernels = ks;
+  m.kernel_count = POOL_KERNELS;
+  CHECK(aot__model_splits(&m, 2), "the estimates split kernels 0 and 2: a pool");
+  aot__pool_t* pool = NULL;
+  aot_error_t err = {0};
+  if (aot__pool_create(&m, 2, &pool, &err) != AOT_OK) {
+    CHECK(0, "aot__pool_create: %s", err.message);
+    return;
+  }
+  g_caller = pthread_self();
+  aot__job_t job = {NULL, NULL, NULL};
+  for (int run = 0; run < AOT__CALIBRATION_RUNS; run++) {
+    reset_counts();
+    aot__pool_run(pool, &job);
+    for (int k = 0; k < POOL_KERNELS; k++)
+      CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
+            "calibration run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
+            (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
+  }
+  aot__kernel_t measured_slow = {NULL, NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
+  int64_t slow_chunks = aot__split_kernel(&measured_slow, 2).chunks;
+  CHECK(slow_chunks == 2 * AOT__CHUNKS_PER_THREAD, "%lld chunks", (long long)slow_chunks);
+  for (int run = 0; run < 5; run++) {
+    reset_counts();
+    aot__pool_run(pool, &job);
+    CHECK(g_calls[0] == slow_chunks && g_items[0] == POOL_WORK,
+          "run %d, slow kernel: %lld calls, %lld items", run, (long long)g_calls[0],
+          (long long)g_items[0]);
+    for (int k = 1; k < POOL_KERNELS; k++)
+      CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
+            "run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
+            (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
+  }
+  aot__pool_destroy(pool);
+}
+
+/* Estimated worth splitting, measured not: after the calibration runs no
+ * kernel is split and no worker runs any of them. */
+static void test_pool_measured_small_runs_on_caller(void) {
+  aot__kernel_t ks[2] = {
+      {NULL, tiny_kernel, POOL_WORK, 1000000000},
+      {NULL, overestimated_kernel, POOL_WORK, 1000000000},
+  };
+  aot_model_t m = {0};
+  m.kernels = ks;
+  m.kernel_count = 2;
+  aot__pool_t* pool = NULL;
+  aot_error_t err = {0};
+  if (aot__pool_create(&m, 4, &pool, &err) != AOT_OK) {
+    CHECK(0, "aot__pool_create: %s", err.message);
+    return;
+  }
+  g_caller = pthread_self();
+  aot__job_t job = {NULL, NULL, NULL};
+  reset_counts();
+  for (int run = 0; run < AOT__CALIBRATION_RUNS + 5; run++) aot__pool_run(pool, &job);
+  for (int k = 1; k < 3; k++)
+    CHECK(g_calls[k] == AOT__CALIBRATION_RUNS + 5 && g_off_caller[k] == 0,
+          "kernel %d: %lld calls, %lld off the caller", k, (long long)g_calls[k],
+          (long long)g_off_caller[k]);
+  aot__pool_destroy(pool);
+}
+
 int main(void) {
   test_whole();
   test_split();
   test_cover();
   test_model_splits();
+  test_pool_caller_runs_small_kernels();
+  test_pool_measured_small_runs_on_caller();
   printf("test_schedule: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }
