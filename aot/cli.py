@@ -8,20 +8,24 @@ EXIT_USAGE when the command line is wrong; no traceback either way.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
+from aot import progress
 from aot.errors import AotError, ArgumentError
 
 EXIT_FAILED = 1  # a model, artifact or input file is bad, or the compile/run failed; `aot verify`: a mismatch
 EXIT_USAGE = 2  # an unknown option, a malformed value, an unknown --cpu, an output that cannot be written
+CACHE_OFF_ENV = "AOT_NO_CACHE"  # read by aot/codegen/cpu/cache.py
 
 
 def parse_shape_option(values: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
@@ -120,7 +124,9 @@ compile_options = [
     click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)"),
     click.option("--target", default="cpu", show_default=True,
                  help="code to generate: cpu, cuda (PTX, and cubin where ptxas is installed) or cpu,cuda"),
-    click.option("--cpu", default=None, help="CPU to generate code for (native, znver4, x86-64-v3, ...)  [default: native]"),
+    click.option("--cpu", default=None,
+                 help="CPU(s) to generate code for: portable (default: x86-64-v4 and x86-64-v3 in one artifact; "
+                      "the runtime picks the best the CPU supports), native, a CPU name, or a comma list"),
     click.option("--sm", default=None, help="GPU architectures for cuda code, comma-separated  [default: sm_80,sm_90]"),
     click.option("--gpu-matmul-precision", "gpu_matmul_precision", default=None,
                  help="f32 matrix multiplies in cuda code: fp32, or tf32 (tensor cores, inputs rounded to "
@@ -129,6 +135,9 @@ compile_options = [
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
     click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
     click.option("-v", "--verbose", is_flag=True, help="print time per pass"),
+    click.option("--no-cache", "no_cache", is_flag=True,
+                 help="compile every kernel afresh: neither read nor write the kernel cache "
+                      "(~/.cache/aot, or $AOT_CACHE_DIR; AOT_NO_CACHE=1 does the same)"),
 ]
 
 
@@ -140,7 +149,8 @@ def _with_compile_options(fn: Any) -> Any:
 
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
              cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, donate: tuple[str, ...],
-             no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool) -> None:
+             no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool,
+             no_cache: bool = False) -> None:
     from aot.codegen.nvptx.target import MATMUL_PRECISIONS
     from aot.driver import check_target, compile_model
     from aot.planning.fusion import explain as explain_fusion
@@ -164,11 +174,15 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
     shapes = parse_shape_option(shape)
     donations = parse_donate_option(donate, _model_input_names(model))
     output = output or model.with_suffix(".aot")
-    log = (lambda line: click.echo(line, err=True)) if verbose else None
+    # the bar on a terminal; -v prints its lines instead, and a pipe or a file gets neither
+    reporter = progress.Reporter() if verbose else progress.for_stream(sys.stderr)
+    log = (lambda line: click.echo(line, err=True)) if verbose else _phase_log(reporter)
     try:
-        result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target, cpu=cpu,
-                               sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32", donate=donations,
-                               infer_donation=not no_infer_donation, dump_ir=dump_ir, log=log)
+        with progress.reporting(reporter), _cache_off(no_cache):
+            reporter.phase("import")
+            result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target,
+                                   cpu=cpu, sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32",
+                                   donate=donations, infer_donation=not no_infer_donation, dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
     if explain == "fusion":
@@ -180,6 +194,33 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
     code = [c["arch"] for c in m["cpu"]] + [s["sm"] for s in m.get("cuda", {}).get("sms", [])]
     click.echo(f"wrote {output}: {result.size} bytes, {len(m['kernels'])} kernels ({', '.join(code)}), "
                f"arena {m['arena']['bytes']} B, weights {m['weights']['bytes']} B")
+
+
+@contextmanager
+def _cache_off(off: bool) -> Iterator[None]:
+    """--no-cache: AOT_NO_CACHE=1 for this compile only (the CLI may run inside a longer process)."""
+    before = os.environ.get(CACHE_OFF_ENV)
+    if off:
+        os.environ[CACHE_OFF_ENV] = "1"
+    try:
+        yield
+    finally:
+        if off and before is None:
+            del os.environ[CACHE_OFF_ENV]
+        elif off:
+            os.environ[CACHE_OFF_ENV] = before
+
+
+def _phase_log(reporter: progress.Reporter) -> Callable[[str], None] | None:
+    """For the bar only: the compile's log lines say when import is over and the passes begin
+    (codegen reports its own phase and kernels). None where nothing is shown."""
+    if type(reporter) is progress.Reporter:
+        return None
+
+    def log(line: str) -> None:
+        if line.startswith("import "):
+            reporter.phase("passes")
+    return log
 
 
 @click.command(name="aot-compile", cls=Command)
