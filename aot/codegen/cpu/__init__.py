@@ -8,8 +8,9 @@
     code.kernels         # [(symbol, work items)] in plan order
     codes = emit_cpu_variants(plan, [CpuTarget.from_name("x86-64-v4"), CpuTarget.from_name("x86-64-v3")])
 
-Each kernel is a module of its own, compiled in parallel processes and cached on disk
-per kernel (build.py, cache.py); the objects of one target link into its shared object.
+Each distinct kernel body is a module of its own, compiled once, in parallel processes,
+and cached on disk (build.py, cache.py); the objects of one target link into its shared
+object.
 """
 from __future__ import annotations
 
@@ -20,18 +21,18 @@ from functools import cached_property
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from aot.codegen.cpu.build import Built, Job, ObjectBuilder, build_objects, default_jobs, entry_module, kernel_module
+from aot.codegen.cpu.build import ObjectBuilder, build_variants, default_jobs, entry_module, kernel_body
 from aot.codegen.cpu.cache import ObjectCache
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.llvm_pipeline import run_o3
+from aot.codegen.llvm_pipeline import parse_verified, run_o3, run_passes
 from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
 from aot import progress
 
-__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "emit_cpu_variants", "build_module", "entry_module", "kernel_module",
+__all__ = ["CpuCode", "CpuTarget", "emit_cpu", "emit_cpu_variants", "build_module", "entry_module", "kernel_body",
            "optimize"]
 
 
@@ -81,29 +82,21 @@ def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget], *, jobs
 
     `jobs`: worker processes (default: AOT_JOBS, else the usable cores). `cache`: True for the
     one the environment names (ObjectCache.from_environment: off with AOT_NO_CACHE=1), False
-    or None for none, or an ObjectCache. Reports each object built to aot.progress."""
+    or None for none, or an ObjectCache. Reports the kernels built to aot.progress."""
     if cache is True:
         cache = ObjectCache.from_environment()
     builder = ObjectBuilder(plan, targets, cache or None)
-    work = [Job(v, k) for v in range(len(targets)) for k in [*range(len(plan.kernels)), None]]
     reporter = progress.current()
-    reporter.phase("codegen", total=len(work))
-    built = build_objects(builder, work, jobs or default_jobs(), lambda job, result: reporter.advance())
+    reporter.phase("codegen", total=len(targets) * len(plan.kernels))
+    variants = build_variants(builder, jobs or default_jobs(), reporter.advance)
     if cache:
         cache.evict()
-    objects: dict[Job, Built] = dict(zip(work, built))
-    codes = []
-    for v, target in enumerate(targets):
-        mine = [objects[Job(v, k)].obj for k in [*range(len(plan.kernels)), None]]
-        codes.append(CpuCode(link_shared(mine, target), builder.kernels[v], target, _printer(builder, v)))
-    return codes
+    return [CpuCode(link_shared(built.objects, target), builder.kernels[v], target, _printer(builder, v, built.texts))
+            for v, (target, built) in enumerate(zip(targets, variants))]
 
 
-def _printer(builder: ObjectBuilder, variant: int) -> Callable[[], str]:
+def _printer(builder: ObjectBuilder, variant: int, texts: list[str]) -> Callable[[], str]:
     def optimized_ir() -> str:
-        target = builder.targets[variant]
-        machine = builder.machine(target)
-        modules = [kernel_module(builder.plan, target, k) for k in range(len(builder.plan.kernels))]
-        modules.append(entry_module(builder.plan, target, builder.kernels[variant]))
-        return "".join(str(run_o3(m, machine, vectorize=True, back_end="CPU")) for m in modules)
+        machine = builder.machine(builder.targets[variant])
+        return "".join(str(run_passes(parse_verified(text, "CPU"), machine, vectorize=True)) for text in texts)
     return optimized_ir

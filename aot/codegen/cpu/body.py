@@ -34,11 +34,11 @@ class KernelContext:
 
     @property
     def begin(self) -> ir.Value:
-        return self.fn.args[4]
+        return self.fn.args[-2]  # a kernel's, or its body's (kernel.py: body_type), last two arguments
 
     @property
     def end(self) -> ir.Value:
-        return self.fn.args[5]
+        return self.fn.args[-1]
 
 
 @dataclass(frozen=True)

@@ -1,56 +1,81 @@
-"""Object files for a plan's CPU code: one LLVM module per kernel, plus one for the entry.
+"""Object files for a plan's CPU code: one LLVM module per distinct kernel body, and one entry.
 
-Each kernel is its own module, optimized and compiled on its own, so the kernels of
-every variant build in parallel over the cores and each object can come from the
-per-kernel cache (cache.py). The entry module holds aot_model_entry, aot_model_checks
-and aot_code_info, and calls the kernels as external functions; link.py links the
-objects, in plan order, into one shared object per variant.
+Each kernel's work is a body function over its operands' base pointers (kernel.py:
+emit_kernel_body) in a module of its own, printed without the names that do not change
+its code (canonical.py) and named after the hash of that text. Kernels doing the same
+work on different buffers (a model's repeated blocks) share one body, built once; a
+body's object is cached on disk by that text and the target (cache.py), so a rebuild
+after a change that moves buffers still finds it. The entry module holds every
+aot_kernel_<i> (its buffers' addresses, then a tail call of its body), aot_model_entry,
+aot_model_checks and aot_code_info; link.py links the objects into one shared object
+per variant, bodies in plan order then the entry.
 
-Why processes and not threads: llvmlite serializes every call into LLVM behind one
-lock (llvmlite.binding.ffi), so threads would run LLVM one at a time. The workers are
-forked once the plan exists, so they read it from memory; a job names a variant and a
-kernel, and comes back as object bytes. The result does not depend on which process
-compiled what: same plan, same bytes (tests/codegen/cpu/test_parallel_build.py).
+The work runs in two rounds over worker processes: (1) every (variant, kernel) prints
+its body and looks it up in the cache; (2) each distinct body missing from the cache
+is optimized and compiled, the largest first. Why processes and not threads: llvmlite
+serializes every call into LLVM behind one lock (llvmlite.binding.ffi), so threads would
+run LLVM one at a time. The workers are forked once the plan exists and read it from
+memory. Same plan, same bytes, whichever process built what
+(tests/codegen/cpu/test_parallel_build.py).
 """
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import re
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import TypeVar
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from aot.codegen.cpu.cache import ObjectCache, object_key
+from aot.codegen.cpu.canonical import canonical
 from aot.codegen.cpu.code_info import emit_code_info
-from aot.codegen.cpu.kernel import KERNEL_TYPE, emit_checks, emit_entry, emit_kernel, kernel_work_items
+from aot.codegen.cpu.kernel import body_type, emit_checks, emit_entry, emit_kernel_body, emit_kernel_call, kernel_work_items
 from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.llvm_pipeline import module_text, parse_verified, run_passes
 from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
 
+BODY = "aot_body"  # a body's name while it is printed; then aot_body_<hash of the text>
+_BODY_DEFINE = re.compile(r'^define void @"?aot_body"?\(', re.MULTILINE)
+_BODY_REFERENCE = re.compile(r'@"?aot_body"?(?=[(\s,)])')
+
 
 def kernel_symbol(index: int) -> str:
     return f"aot_kernel_{index}"
 
 
-def kernel_module(plan: ExecutionPlan, target: CpuTarget, index: int) -> ir.Module:
-    """The module of kernel `index` alone (its math functions and constants private to it)."""
-    module = ir.Module(name=kernel_symbol(index))
+def kernel_body(plan: ExecutionPlan, target: CpuTarget, index: int, machine: llvm.TargetMachine) -> tuple[str, str]:
+    """Kernel `index`'s body: (its symbol, the LLVM assembly of its module, defining it hidden).
+    The symbol is the hash of the canonical text, so equal work gives one symbol."""
+    module = ir.Module(name=BODY)
     module.triple = target.triple
-    emit_kernel(module, MathLib(module, target), target, plan, plan.kernels[index], kernel_symbol(index))
-    return module
+    emit_kernel_body(module, MathLib(module, target), target, plan, plan.kernels[index], BODY)
+    text = canonical(module_text(module, machine))
+    symbol = f"{BODY}_{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+    # hidden: the entry object calls it, nothing outside the shared object does
+    text = _BODY_DEFINE.sub(f'define hidden void @"{symbol}"(', text, count=1)
+    return symbol, _BODY_REFERENCE.sub(f'@"{symbol}"', text)
 
 
-def entry_module(plan: ExecutionPlan, target: CpuTarget, kernels: Sequence[tuple[str, int]]) -> ir.Module:
-    """aot_model_entry, aot_model_checks (when the plan has checks) and aot_code_info, calling
-    and naming the kernels (`(symbol, work items)` in plan order) that other modules define."""
+def entry_module(plan: ExecutionPlan, target: CpuTarget, kernels: Sequence[tuple[str, int]],
+                 bodies: Sequence[str]) -> ir.Module:
+    """aot_kernel_<i> (calling body `bodies[i]`, defined elsewhere), aot_model_entry,
+    aot_model_checks (when the plan has checks) and aot_code_info."""
     module = ir.Module(name="aot_entry")
     module.triple = target.triple
-    functions = [(ir.Function(module, KERNEL_TYPE, name=symbol), items) for symbol, items in kernels]
+    declared: dict[str, ir.Function] = {}
+    functions = []
+    for kernel, (symbol, items), body in zip(plan.kernels, kernels, bodies):
+        if body not in declared:
+            declared[body] = ir.Function(module, body_type(kernel), name=body)
+        functions.append((emit_kernel_call(module, plan, kernel, symbol, declared[body]), items))
     entry = emit_entry(module, functions)
     checks = emit_checks(module, plan) if plan.checks else None
     emit_code_info(module, plan, entry, checks, functions)
@@ -58,21 +83,16 @@ def entry_module(plan: ExecutionPlan, target: CpuTarget, kernels: Sequence[tuple
 
 
 @dataclass(frozen=True)
-class Job:
-    """One object to build: kernel `kernel` of variant `variant`, or its entry (kernel None)."""
+class Printed:
+    """A module's text for one variant, and its object when the cache had it."""
 
-    variant: int
-    kernel: int | None
-
-
-@dataclass(frozen=True)
-class Built:
-    obj: bytes
-    cached: bool
+    symbol: str
+    text: str
+    cached: bytes | None
 
 
 class ObjectBuilder:
-    """Builds one job's object; the state a forked worker inherits."""
+    """Prints and compiles modules; the state a forked worker inherits."""
 
     def __init__(self, plan: ExecutionPlan, targets: Sequence[CpuTarget], cache: ObjectCache | None):
         self.plan = plan
@@ -87,34 +107,69 @@ class ObjectBuilder:
             self._machines[target] = target.target_machine()
         return self._machines[target]
 
-    def module(self, job: Job) -> ir.Module:
-        target = self.targets[job.variant]
-        if job.kernel is None:
-            return entry_module(self.plan, target, self.kernels[job.variant])
-        return kernel_module(self.plan, target, job.kernel)
+    def print_body(self, variant: int, kernel: int) -> Printed:
+        target = self.targets[variant]
+        symbol, text = kernel_body(self.plan, target, kernel, self.machine(target))
+        return Printed(symbol, text, self.cache.get(object_key(text, target)) if self.cache else None)
 
-    def text(self, job: Job) -> str:
-        """The job's unoptimized LLVM assembly (what the cache keys on)."""
-        return module_text(self.module(job), self.machine(self.targets[job.variant]))
+    def print_entry(self, variant: int, bodies: Sequence[str]) -> Printed:
+        target = self.targets[variant]
+        text = module_text(entry_module(self.plan, target, self.kernels[variant], bodies), self.machine(target))
+        return Printed("", text, self.cache.get(object_key(text, target)) if self.cache else None)
 
-    def build(self, job: Job) -> Built:
-        target = self.targets[job.variant]
+    def compile(self, variant: int, text: str, linked: frozenset[str]) -> bytes:
+        """Optimize and compile one module's text; `linked`: symbols other objects define."""
+        target = self.targets[variant]
         machine = self.machine(target)
-        text = self.text(job)
-        key = object_key(text, target) if self.cache is not None else ""
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                return Built(hit, True)
-        # the entry calls the kernels, which the other objects define
-        linked = frozenset(symbol for symbol, _ in self.kernels[job.variant]) if job.kernel is None else frozenset()
         optimized = run_passes(parse_verified(text, "CPU"), machine, vectorize=True)
         check_module(optimized, linked)
         obj = machine.emit_object(optimized)
         check_object(obj, linked)  # instruction selection can add libcalls the module does not show
         if self.cache is not None:
-            self.cache.put(key, obj)
-        return Built(obj, False)
+            self.cache.put(object_key(text, target), obj)
+        return obj
+
+
+@dataclass(frozen=True)
+class VariantObjects:
+    """One variant's objects, in link order (distinct bodies in plan order, then the entry),
+    and each kernel's body symbol."""
+
+    objects: list[bytes]
+    bodies: list[str]
+    texts: list[str]  # the modules' texts, in the objects' order
+
+
+def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int], None] = lambda n: None) -> list[VariantObjects]:
+    """Every variant's objects. `advance(n)`: n more kernels have their object."""
+    variants = range(len(builder.targets))
+    kernels = range(len(builder.plan.kernels))
+    with _executor(builder, workers) as run:
+        printed = dict(zip([(v, k) for v in variants for k in kernels],
+                           run(_print_body, [(v, k) for v in variants for k in kernels])))
+        # one compile per distinct (variant, body) the cache lacks; the largest first
+        users: dict[tuple[int, str], list[int]] = {}
+        for (v, k), p in printed.items():
+            users.setdefault((v, p.symbol), []).append(k)
+        advance(sum(1 for p in printed.values() if p.cached is not None))
+        missing = {(v, p.symbol): p.text for (v, _), p in printed.items() if p.cached is None}
+        order = sorted(missing, key=lambda key: (-len(missing[key]), key))
+        compiled: dict[tuple[int, str], bytes] = {}
+        for key, obj in zip(order, run(_compile, [(key[0], missing[key], frozenset()) for key in order],
+                                       lambda i: advance(len(users[order[i]])))):
+            compiled[key] = obj
+    results = []
+    for v in variants:
+        bodies = [printed[v, k].symbol for k in kernels]
+        distinct = list(dict.fromkeys(bodies))
+        first = {symbol: bodies.index(symbol) for symbol in distinct}
+        objects = [printed[v, first[s]].cached or compiled[v, s] for s in distinct]
+        texts = [printed[v, first[s]].text for s in distinct]
+        entry = builder.print_entry(v, bodies)
+        objects.append(entry.cached or builder.compile(v, entry.text, frozenset(distinct)))
+        texts.append(entry.text)
+        results.append(VariantObjects(objects, bodies, texts))
+    return results
 
 
 def default_jobs() -> int:
@@ -128,7 +183,9 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-_WORKER: ObjectBuilder | None = None  # set in each forked worker by _install
+_WORKER: ObjectBuilder | None = None  # the builder the calls below use: a forked worker's, or this process's
+T = TypeVar("T")
+Run = Callable[..., list]
 
 
 def _install(builder: ObjectBuilder) -> None:
@@ -136,9 +193,14 @@ def _install(builder: ObjectBuilder) -> None:
     _WORKER = builder
 
 
-def _build_in_worker(job: Job) -> Built:
+def _print_body(variant: int, kernel: int) -> Printed:
     assert _WORKER is not None
-    return _WORKER.build(job)
+    return _WORKER.print_body(variant, kernel)
+
+
+def _compile(variant: int, text: str, linked: frozenset[str]) -> bytes:
+    assert _WORKER is not None
+    return _WORKER.compile(variant, text, linked)
 
 
 def _can_fork() -> bool:
@@ -146,45 +208,44 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
 
 
-def build_objects(builder: ObjectBuilder, jobs: Sequence[Job], workers: int,
-                  done: Callable[[Job, Built], None] | None = None) -> list[Built]:
-    """Every job's object, in `jobs` order; `done` is called as each finishes (any order).
-    With `workers` > 1 the jobs run in that many forked processes, else here."""
-    results: dict[Job, Built] = {}
-    if workers <= 1 or len(jobs) <= 1 or not _can_fork():
-        for job in jobs:
-            results[job] = builder.build(job)
+class _executor:
+    """`run(fn, argument tuples, done=None) -> results in order` over forked workers, or in
+    this process with one worker (or where it cannot fork); `done(i)` as call i finishes."""
+
+    def __init__(self, builder: ObjectBuilder, workers: int):
+        self.builder = builder
+        self.workers = workers
+        self.pool: Executor | None = None
+
+    def __enter__(self) -> Run:
+        if self.workers > 1 and _can_fork():
+            # fork: the workers read the plan from memory, nothing is pickled on the way in
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_install, initargs=(self.builder,))
+        return self.run
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, fn: Callable[..., T], calls: Iterable[tuple], done: Callable[[int], None] | None = None) -> list[T]:
+        calls = list(calls)
+        if self.pool is None or len(calls) <= 1:
+            global _WORKER
+            before, _WORKER = _WORKER, self.builder
+            try:
+                results = []
+                for i, args in enumerate(calls):
+                    results.append(fn(*args))
+                    if done:
+                        done(i)
+                return results
+            finally:
+                _WORKER = before
+        futures: dict[Future[T], int] = {self.pool.submit(fn, *args): i for i, args in enumerate(calls)}
+        found: dict[int, T] = {}
+        for future in as_completed(futures):
+            found[futures[future]] = future.result()  # the first error is the answer: __exit__ cancels the rest
             if done:
-                done(job, results[job])
-        return [results[job] for job in jobs]
-    context = multiprocessing.get_context("fork")  # the workers read the plan from memory
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                             initializer=_install, initargs=(builder,)) as pool:
-        futures = {pool.submit(_build_in_worker, job): job for job in _largest_first(builder, jobs)}
-        try:
-            for future in as_completed(futures):
-                job = futures[future]
-                results[job] = future.result()
-                if done:
-                    done(job, results[job])
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # the first error is the answer
-            raise
-    return [results[job] for job in jobs]
-
-
-def _largest_first(builder: ObjectBuilder, jobs: Sequence[Job]) -> list[Job]:
-    """The slowest jobs first, so that no long one starts last while the other cores idle.
-    A kernel's node count times its vector work is a rough stand-in for its LLVM time."""
-    def weight(job: Job) -> int:
-        if job.kernel is None:
-            return 0
-        kernel = builder.plan.kernels[job.kernel]
-        return len(kernel.nodes) + (1000 if _is_microkernel(kernel, builder.targets[job.variant]) else 0)
-    return sorted(jobs, key=weight, reverse=True)
-
-
-def _is_microkernel(kernel: object, target: CpuTarget) -> bool:
-    from aot.codegen.cpu.bodies import body_emitter
-
-    return body_emitter(kernel, target) is not None  # type: ignore[arg-type]
+                done(futures[future])
+        return [found[i] for i in range(len(calls))]

@@ -7,6 +7,12 @@
     int32_t aot_model_checks(const void* const* inputs, void* const* outputs, uint8_t* arena,
                              const uint8_t* weights);   /* only when the plan has checks */
 
+Codegen builds each kernel as a body, `void aot_body_<hash>(i8* operand..., int64_t begin,
+int64_t end)` over its operands' base pointers (body_type), and the kernel itself as a thin
+call of it that computes those pointers (emit_kernel_call): kernels that differ only in
+where their buffers are share one body, and a body's cached object stays valid when the
+buffers move. emit_kernel builds the whole kernel as one function instead (build_module).
+
 A kernel loops over its root's output: work item w is one innermost row
 (w = the flat index over all dims but the last); items [begin, end) are
 independent, so a thread pool may split them. The entry runs every kernel
@@ -21,7 +27,7 @@ signature (void) and a model without checks compiles exactly as before.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -67,20 +73,75 @@ def _base_pointer(builder: ir.IRBuilder, fn: ir.Function, where: Slice, value: V
     return base
 
 
+def kernel_operands(kernel: Kernel) -> list[Value]:
+    """What a kernel reads and writes, in the order its body function takes their pointers:
+    its params, then its root's output."""
+    return [*kernel.params, kernel.root]
+
+
+def body_type(kernel: Kernel) -> ir.FunctionType:
+    """`void body(i8* operand..., i64 begin, i64 end)`: a kernel's work over base pointers, free
+    of where the buffers are, so kernels that differ only in their buffers share one body."""
+    return ir.FunctionType(ir.VoidType(), [I8P] * len(kernel_operands(kernel)) + [I64, I64])
+
+
+def _slice_of(plan: ExecutionPlan, kernel: Kernel, value: Value) -> Slice:
+    if value.name not in plan.slices:
+        raise CodegenError(f"kernel {kernel.name}: value %{value.name} has no buffer slice")
+    return plan.slices[value.name]
+
+
 def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel, symbol: str) -> ir.Function:
+    """The kernel as one function of KERNEL_TYPE, its buffers' addresses computed in place."""
     fn = ir.Function(module, KERNEL_TYPE, name=symbol)
     fn.attributes.add("nounwind")
     for arg, name in zip(fn.args, ARG_NAMES):
         arg.name = name
+
+    def base(setup: ir.IRBuilder, value: Value) -> ir.Value:
+        return _base_pointer(setup, fn, _slice_of(plan, kernel, value), value)
+    _emit_work(fn, lib, target, plan, kernel, base)
+    return fn
+
+
+def emit_kernel_body(module: ir.Module, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel,
+                     symbol: str) -> ir.Function:
+    """The kernel's work as a function of `body_type(kernel)`; emit_kernel_call makes the kernel."""
+    fn = ir.Function(module, body_type(kernel), name=symbol)
+    fn.attributes.add("nounwind")
+    operands = kernel_operands(kernel)
+    for i, (arg, value) in enumerate(zip(fn.args, operands)):
+        arg.name = f"{value.name}.base"
+    fn.args[-2].name, fn.args[-1].name = "begin", "end"
+    index = {id(value): i for i, value in enumerate(operands)}
+    _emit_work(fn, lib, target, plan, kernel, lambda setup, value: fn.args[index[id(value)]])
+    return fn
+
+
+def emit_kernel_call(module: ir.Module, plan: ExecutionPlan, kernel: Kernel, symbol: str, body: ir.Function) -> ir.Function:
+    """Kernel `symbol` of KERNEL_TYPE: its buffers' addresses, then a tail call of `body`."""
+    fn = ir.Function(module, KERNEL_TYPE, name=symbol)
+    fn.attributes.add("nounwind")
+    for arg, name in zip(fn.args, ARG_NAMES):
+        arg.name = name
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    bases = [_base_pointer(builder, fn, _slice_of(plan, kernel, value), value) for value in kernel_operands(kernel)]
+    builder.call(body, [*bases, fn.args[4], fn.args[5]], tail=True)
+    builder.ret_void()
+    return fn
+
+
+def _emit_work(fn: ir.Function, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel,
+               base: Callable[[ir.IRBuilder, Value], ir.Value]) -> None:
+    """Fill `fn` (its last two arguments: begin, end) with the kernel's work; `base` gives an
+    operand's untyped base pointer, emitted in the setup block."""
     entry = fn.append_basic_block("entry")
     body = fn.append_basic_block(kernel.name or "body")
     setup = ir.IRBuilder(entry)
 
     def typed_pointer(value: Value) -> ir.Value:
-        if value.name not in plan.slices:
-            raise CodegenError(f"kernel {kernel.name}: value %{value.name} has no buffer slice")
-        base = _base_pointer(setup, fn, plan.slices[value.name], value)
-        return setup.bitcast(base, storage_type(value.type.dtype, target).as_pointer(), name=f"{value.name}.ptr")
+        return setup.bitcast(base(setup, value), storage_type(value.type.dtype, target).as_pointer(),
+                             name=f"{value.name}.ptr")
 
     def alloca(ty: ir.Type, name: str) -> ir.Value:
         return setup.alloca(ty, name=name)
@@ -95,13 +156,12 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
         custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target, len(plan.weights)))
         builder.ret_void()
         setup.branch(body)
-        return fn
+        return
 
-    with _item_loop(builder, fn.args[4], fn.args[5], work_items(kernel.root)) as item:
+    with _item_loop(builder, fn.args[-2], fn.args[-1], work_items(kernel.root)) as item:
         emit_work_item(builder, elemental, kernel, out_ptr, item)
     builder.ret_void()
     setup.branch(body)
-    return fn
 
 
 @contextmanager
