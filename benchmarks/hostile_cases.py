@@ -179,9 +179,14 @@ def _manifest_edits(m: dict) -> dict[str, Callable[[dict], object]]:
             d.pop(last, None)
         return f
 
+    def code_kernels(d: dict) -> list[dict]:
+        """Every kernel entry that gives code fields: the top-level ones and each CPU variant's."""
+        lists = [d.get("kernels") or []] + [c.get("kernels") or [] for c in d.get("cpu") or [] if isinstance(c, dict)]
+        return [k for ks in lists if isinstance(ks, list) for k in ks if isinstance(k, dict)]
+
     def each_kernel(key: str, value):
         def f(d: dict):
-            for k in d.get("kernels", []):
+            for k in code_kernels(d):
                 k[key] = value
         return f
 
@@ -214,18 +219,18 @@ def _manifest_edits(m: dict) -> dict[str, Callable[[dict], object]]:
         "arena_missing": delp("arena"),
         "arena_null": setp("arena", None),
         "kernels_work_0": each_kernel("work", 0),
-        "kernels_work_0_split": lambda d: [k.update(work=0, cost_ns=10**9) for k in d.get("kernels", [])],
+        "kernels_work_0_split": lambda d: [k.update(work=0, cost_ns=10**9) for k in code_kernels(d)],
         "kernels_work_2^61": each_kernel("work", 1 << 61),
-        "kernels_work_2^61_split": lambda d: [k.update(work=1 << 61, cost_ns=10**12) for k in d.get("kernels", [])],
-        "kernels_work_x1000": lambda d: [k.update(work=k["work"] * 1000) for k in d.get("kernels", [])],
-        "kernels_work_plus1_split": lambda d: [k.update(work=k["work"] + 1, cost_ns=10**9) for k in d.get("kernels", [])],
+        "kernels_work_2^61_split": lambda d: [k.update(work=1 << 61, cost_ns=10**12) for k in code_kernels(d)],
+        "kernels_work_x1000": lambda d: [k.update(work=k["work"] * 1000) for k in code_kernels(d)],
+        "kernels_work_plus1_split": lambda d: [k.update(work=k["work"] + 1, cost_ns=10**9) for k in code_kernels(d)],
         "kernels_work_negative": each_kernel("work", -1),
         "kernels_work_float": each_kernel("work", 1.5),
         "kernels_cost_huge": each_kernel("cost_ns", (1 << 63) - 1),
         "kernels_split": each_kernel("cost_ns", 10**9),
         "kernels_empty": setp("kernels", []),
         "kernels_null": setp("kernels", None),
-        "kernels_reversed": lambda d: d["kernels"].reverse(),
+        "kernels_reversed": lambda d: [ks.reverse() for ks in [d["kernels"]] + [c.get("kernels") or [] for c in d["cpu"]]],
         "kernels_doubled": lambda d: d["kernels"].extend(copy.deepcopy(d["kernels"])),
         "kernel_symbol_entry": each_kernel("symbol", "aot_model_entry"),
         "kernel_symbol_absent": each_kernel("symbol", "aot_kernel_999"),
@@ -245,6 +250,23 @@ def _manifest_edits(m: dict) -> dict[str, Callable[[dict], object]]:
         "cpu_entry_absent": lambda d: [c.update(entry="nope") for c in d["cpu"]],
         "cpu_entry_kernel": lambda d: [c.update(entry="aot_kernel_0") for c in d["cpu"]],
         "cpu_duplicated": lambda d: d["cpu"].extend(copy.deepcopy(d["cpu"])),
+        # the CPU variants: each one's own kernels (symbol, work, cost_ns), name and features
+        "cpu_kernels_null": lambda d: [c.update(kernels=None) for c in d["cpu"]],
+        "cpu_kernels_dropped": lambda d: [c.pop("kernels", None) for c in d["cpu"]],
+        "cpu_kernels_short": lambda d: [c["kernels"].pop() for c in d["cpu"] if c.get("kernels")],
+        "cpu_kernels_doubled": lambda d: [c["kernels"].extend(copy.deepcopy(c["kernels"])) for c in d["cpu"]
+                                          if c.get("kernels")],
+        "cpu_kernels_not_objects": lambda d: [c.update(kernels=[7] * len(c.get("kernels") or [])) for c in d["cpu"]],
+        "cpu_kernels_swapped": lambda d: d["cpu"][0].update(kernels=d["cpu"][-1].get("kernels")),
+        "cpu_kernels_reversed": lambda d: [c["kernels"].reverse() for c in d["cpu"] if c.get("kernels")],
+        "cpu_sections_swapped": lambda d: d["cpu"][0].update(section=d["cpu"][-1]["section"]),
+        "cpu_variants_reversed": lambda d: d["cpu"].reverse(),
+        "cpu_name_int": lambda d: [c.update(cpu=7) for c in d["cpu"]],
+        "cpu_name_nul": lambda d: [c.update(cpu="x86-64-v3\0") for c in d["cpu"]],
+        "cpu_features_unknown": lambda d: [c.update(x86_features=["avx9000"]) for c in d["cpu"]],
+        "cpu_features_first_unknown": lambda d: d["cpu"][0].update(x86_features=["avx9000"]),
+        "cpu_features_not_list": lambda d: [c.update(x86_features="avx2") for c in d["cpu"]],
+        "cpu_features_empty_name": lambda d: [c.update(x86_features=[""]) for c in d["cpu"]],
         "checks_bogus": lambda d: d.update(format_version=2, checks=[{"message": "x"}]),
         "checks_empty_message": lambda d: d.update(format_version=2, checks=[{"message": ""}]),
         "input_dtype_float64": lambda d: d["inputs"][0].update(dtype="float64"),
@@ -385,7 +407,7 @@ def code(seed: Seed, others: list[Seed]) -> Iterator[Case]:
     for other in others:
         if other.name == seed.name:
             continue
-        sections = [(n, other.artifact.sections[code_name] if n == code_name else d, "zstd")
+        sections = [(n, other.artifact.sections[other.code_section] if n == code_name else d, "zstd")
                     for n, d in seed.artifact.sections.items() if n != "manifest"]
         yield Case("code", f"{seed.name}.code_of_{other.name}", pack_artifact(seed.artifact.manifest, sections))
     image = seed.artifact.sections[code_name]

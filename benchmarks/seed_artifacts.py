@@ -9,6 +9,7 @@ parser and the manifest checks instead of the zstd decoder.
 """
 from __future__ import annotations
 
+import platform
 import struct
 import zlib
 from dataclasses import dataclass
@@ -77,10 +78,13 @@ def seed_models() -> dict[str, onnx.ModelProto]:
 # seeds compiled for more than the CPU: name -> (seed model, --target); their PTX and cubin
 # sections and the manifest's cuda entry (launch plan) are hostile input too
 MORE_TARGETS = {"gemm_cuda": ("gemm", "cpu,cuda"), "gemm_gpu_only": ("gemm", "cuda")}
+# seeds with several CPU code variants (--cpu portable on x86-64 hosts): name -> (seed model,
+# --cpu); each variant's entry, kernels and code section are hostile input too
+VARIANTS = {"conv_variants": ("conv", "x86-64-v4,x86-64-v3")}
 
 
 def compile_seeds(out_dir: Path, cpu: str = "native", host_code: Path | None = None) -> list[Seed]:
-    """Compile every seed model into out_dir/<name>.aot (and MORE_TARGETS') and return them parsed.
+    """Compile every seed model into out_dir/<name>.aot (and MORE_TARGETS' and VARIANTS') and return them parsed.
     With `host_code`, the host-code libraries of the GPU seeds' modules go there, for the test
     stand-in CUDA driver (aot/codegen/nvptx/host_library.py) to run them."""
     import aot
@@ -88,12 +92,14 @@ def compile_seeds(out_dir: Path, cpu: str = "native", host_code: Path | None = N
 
     out_dir.mkdir(parents=True, exist_ok=True)
     models = seed_models()
-    builds = [(name, model, "cpu") for name, model in models.items()]
-    builds += [(name, models[model], target) for name, (model, target) in MORE_TARGETS.items()]
+    builds = [(name, model, "cpu", cpu) for name, model in models.items()]
+    builds += [(name, models[model], target, cpu) for name, (model, target) in MORE_TARGETS.items()]
+    if platform.machine() == "x86_64":
+        builds += [(name, models[model], "cpu", variants) for name, (model, variants) in VARIANTS.items()]
     seeds = []
-    for name, model, target in builds:
+    for name, model, target, cpus in builds:
         path = out_dir / f"{name}.aot"
-        result = aot.compile(model, path, cpu=cpu if "cpu" in target.split(",") else None, target=target)
+        result = aot.compile(model, path, cpu=cpus if "cpu" in target.split(",") else None, target=target)
         if host_code is not None and "cuda" in target.split(","):
             artifact_host_libraries(result, host_code)
         data = path.read_bytes()
