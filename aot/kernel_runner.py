@@ -66,18 +66,41 @@ class LoadedCode:
         return raw[offset:offset + size].view(dtype).reshape(tuple(shape)).copy()
 
 
+def pick_variant(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's CPU variant (cpu entry) the C runtime would load here: the one
+    AOT_CPU_VARIANT names, else the first of this architecture whose x86_features this CPU has
+    (LLVM's view of it: CPUID and XGETBV, as the runtime's)."""
+    import llvmlite.binding as llvm
+
+    arch = llvm.get_process_triple().split("-", 1)[0]
+    entries = [c for c in manifest["cpu"] if c.get("arch") == arch]
+    forced = os.environ.get("AOT_CPU_VARIANT", "")
+    if forced:
+        entries = [c for c in entries if c.get("cpu") == forced]
+    has = dict(llvm.get_host_cpu_features()) if arch == "x86_64" else {}
+    for entry in entries:
+        if all(has.get(f, False) for f in entry.get("x86_features") or []):
+            return entry
+    names = ", ".join(str(c.get("cpu")) for c in manifest["cpu"])
+    raise RunError(f"none of the artifact's CPU code variants ({names or 'none'}) runs on this machine"
+                   + (f" as AOT_CPU_VARIANT={forced}" if forced else ""))
+
+
 def load_code(artifact: bytes | Path, inputs: Sequence[np.ndarray] | None = None, seed: int = 0) -> LoadedCode:
     """Load the artifact's CPU code; `inputs` (in manifest order) default to aot verify's seeded inputs."""
     parsed = read_artifact(artifact if isinstance(artifact, Path) else bytes(artifact))
     manifest = parsed.annotated
-    section = manifest["cpu"][0]["section"]
+    variant = pick_variant(manifest)
+    if "kernels" in variant:  # this variant's own symbols and work, under the manifest's names
+        manifest = dict(manifest, kernels=[{**k, **own} for k, own in zip(manifest["kernels"], variant["kernels"])])
+    section = variant["section"]
     fd, so_path = tempfile.mkstemp(suffix=".so")
     with os.fdopen(fd, "wb") as f:
         f.write(parsed.sections[section])
     try:
         lib = ctypes.CDLL(so_path)
     except OSError as err:
-        raise RunError(f"cannot load the artifact's CPU code ({manifest['cpu'][0].get('cpu', '?')}): {err}") from None
+        raise RunError(f"cannot load the artifact's CPU code ({variant.get('cpu', '?')}): {err}") from None
     finally:
         os.unlink(so_path)
     if inputs is None:
