@@ -173,6 +173,12 @@ class CpuTarget:
         return 32 if self.avx512 or self.arch == "aarch64" else 16
 
     @property
+    def broadcast_operands(self) -> bool:
+        """An FMA can read its broadcast scalar straight from memory (AVX-512's embedded
+        broadcast), so a broadcast input takes no register of its own."""
+        return self.avx512
+
+    @property
     def vector_lanes(self) -> int:
         """f32 lanes of the packed dot/conv layouts (the layout pass's `lanes`): 16 on every
         target, so code for several targets shares one plan and one weights section. A
