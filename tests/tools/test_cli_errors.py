@@ -135,6 +135,8 @@ def test_wrong_arguments_found_by_aot_exit_2(model, artifact, tmp_path):
         (main, ["compile", model, "-o", tmp_path / "none" / "m.aot"], "the directory"),
         (main, ["compile", model, "--cpu", "znver9"], "unknown CPU 'znver9' for x86_64 (did you mean znver5"),
         (main, ["compile", model, "--target", "gpu"], "target 'gpu' is not supported"),
+        (main, ["compile", model, "--cpu", "x86-64-v4,,x86-64-v3"], "has an empty item"),
+        (main, ["compile", model, "--cpu", "x86-64-v3,x86-64-v3"], "names 'x86-64-v3' twice"),
         (main, ["verify", model, "--cpu", "pentium4"], "CPU 'pentium4' cannot run 64-bit code"),
         (main, ["run", artifact, "--output-dir", tmp_path / "file" / "out"], "--output-dir: cannot create the directory"),
         (main, ["inspect", artifact, "--extract", tmp_path / "file" / "x"], "--extract: cannot create the directory"),
