@@ -7,7 +7,10 @@
  * every chunk at least AOT__MIN_CHUNK_NS of work and there are at least two chunks;
  * otherwise the calling thread runs it whole, without telling any other thread.
  * A kernel without an estimate (an artifact from before "cost_ns") is split
- * by its item count alone, as runtimes before the estimate did. */
+ * by its item count alone, as runtimes before the estimate did. The pool
+ * calls this again after its calibration runs with the kernel's measured time
+ * as cost_ns (threadpool.c), so the same rule then applies to this machine's
+ * times. */
 #include "internal.h"
 
 aot__split_t aot__split_kernel(const aot__kernel_t* k, uint32_t threads) {
