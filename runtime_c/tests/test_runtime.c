@@ -119,6 +119,7 @@ static void test_basic(const uint8_t* art, size_t size) {
   CHECK(aot_model_input_count(m) == 1, "inputs");
   CHECK(aot_model_output_count(m) == 2, "outputs");
   CHECK(strcmp(aot_model_name(m), "axpb") == 0, "name %s", aot_model_name(m));
+  CHECK(strcmp(aot_model_cpu_variant(m), "c") == 0, "cpu variant %s", aot_model_cpu_variant(m));
   CHECK(aot_model_arena_bytes(m) == 592, "arena");
   aot_tensor_info_t info;
   CHECK(aot_model_input_info(m, 0, &info, &err) == AOT_OK, "%s", err.message);
@@ -789,7 +790,8 @@ static void test_use_after_destroy(const uint8_t* art, size_t size) {
   st = aot_model_output_info(m, 0, &info, &err);
   CHECK(st == AOT_ERR_INVALID_ARGUMENT, "output_info on a closed model: %d", st);
   CHECK(aot_model_input_count(m) == 0 && aot_model_output_count(m) == 0 &&
-            aot_model_arena_bytes(m) == 0 && strcmp(aot_model_name(m), "") == 0,
+            aot_model_arena_bytes(m) == 0 && strcmp(aot_model_name(m), "") == 0 &&
+            strcmp(aot_model_cpu_variant(m), "") == 0 && strcmp(aot_model_cpu_variant(NULL), "") == 0,
         "queries on a closed model");
   aot_context_t* c3 = NULL;
   st = aot_context_create(m, NULL, &c3, &err);
