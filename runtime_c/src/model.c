@@ -1,6 +1,8 @@
 /* model.c - open an artifact: validate the container, read the manifest,
- * load the CPU code, resolve its symbols, compare the manifest with the
- * code's own description (code_info.c), and decode the weights.
+ * pick the CPU code variant this machine runs best (the first of its
+ * architecture whose x86 features it has, or the one AOT_CPU_VARIANT names),
+ * load it, resolve its symbols, compare the manifest with the code's own
+ * description (code_info.c), and decode the weights.
  *
  * Memory: every section's raw size is bounded before it is decoded (the
  * manifest and code by the limits in internal.h, the weights by the manifest,
