@@ -42,6 +42,7 @@ def test_native_is_this_machine():
     ("x86-64-v3,", "has an empty item"),
     ("", "has an empty item"),
     ("x86-64-v3,x86-64-v3", "names 'x86-64-v3' twice"),
+    pytest.param("portable,x86-64-v3", r"names 'x86-64-v3' twice \(portable is x86-64-v4,x86-64-v3\)", marks=needs_x86),
     ("znver4,x86_64-unknown-linux-gnu:znver4:-avx512f", "are both znver4 code for x86_64"),
     ("x86-64-v3,not-a-cpu", "unknown CPU 'not-a-cpu'"),
 ])

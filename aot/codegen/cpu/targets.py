@@ -75,6 +75,8 @@ def resolve_cpu_targets(spec: str | None) -> list[CpuTarget]:
     seen: dict[tuple[str, str], str] = {}
     for name, target in zip(names, targets):
         key = (target.arch, target.cpu)
+        if key in seen and seen[key] == name:  # through portable
+            raise ArgumentError(f"cpu {spec!r} names {name!r} twice (portable is {','.join(_portable_names(spec))})")
         if key in seen:  # the runtime and AOT_CPU_VARIANT tell variants apart by CPU name
             raise ArgumentError(f"cpu {spec!r}: {seen[key]!r} and {name!r} are both {target.cpu} code for "
                                 f"{target.arch}; one artifact holds one variant per CPU name")
