@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 # The suite compiles hundreds of models: each for this machine only (the default, portable,
-# generates code twice). tests/compile/test_cpu_variants.py builds portable artifacts by name.
+# generates code twice). tests/runtime/test_cpu_variants.py and tests/compile/test_cpu_spec.py
+# build portable artifacts by name.
 os.environ.setdefault("AOT_CPU", "native")
 
 
