@@ -34,14 +34,16 @@
  *
  * Split by measured cost: the pool is created when the manifest's estimates
  * (cost_ns, aot/kernel_cost.py: fitted on one machine, right within a factor
- * of two or so) split some kernel. Its first AOT__CALIBRATION_RUNS runs then go on
- * the caller alone, every kernel whole and timed; after them each kernel is
- * split (schedule.c) by its fastest measured time on this machine instead of
- * the estimate, so a kernel that runs in less time here than a hand-off is
- * worth stays on the caller. When no kernel is worth splitting any more, runs
- * never publish themselves and the workers stay asleep. (Timing every run
- * instead would cost two clock reads per kernel forever, and a run slowed by
- * the machine's other load would move the splits back and forth.)
+ * of two or so) split some kernel. A kernel whose estimate is far above what
+ * its split could use (CERTAIN_FACTOR) is split from the first run. Every
+ * other one, in the first AOT__CALIBRATION_RUNS runs, runs whole on the caller
+ * and is timed; after them it is split (schedule.c) by its fastest measured
+ * time on this machine instead of the estimate, so a kernel that runs in less
+ * time here than a hand-off is worth stays on the caller. When no kernel is
+ * worth splitting, runs never publish themselves and the workers stay asleep.
+ * (Timing every run instead would cost two clock reads per kernel forever,
+ * and a run slowed by the machine's other load would move the splits back and
+ * forth.)
  * Thread-safety: one aot__pool_run at a time per pool (the context's rule). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -63,6 +65,14 @@
 #define IDLE_SPIN_NS 50000
 /* pause-loop iterations between clock reads */
 #define SPINS_PER_CLOCK_READ 64
+/* A kernel estimated at CERTAIN_FACTOR times the time its largest split needs
+ * (threads * AOT__CHUNKS_PER_THREAD chunks of AOT__MIN_CHUNK_NS) is split from
+ * the first run, untimed: its measured time would split it alike unless the
+ * estimate were off by more than that (the fit's typical error is 1.6x), and
+ * a model's heavy kernels then run on every thread from the first run. */
+#define CERTAIN_FACTOR 4
+/* measured_ns of a kernel that is not timed */
+#define NOT_TIMED (-1)
 /* state = epoch << 32 | chunks << 16 | next chunk; schedule.c makes at most
  * AOT__MAX_CHUNKS chunks. The 32-bit epoch wraps after 2^32 split kernels: a
  * claim could only misfire if a worker stalled, between reading `state` and
@@ -112,9 +122,12 @@ static uint64_t wait_while_equal(_Atomic uint64_t* value, uint64_t seen, int64_t
 struct aot__pool {
   const aot_model_t* model;
   aot__split_t* splits; /* per kernel, for this pool's thread count */
-  int64_t* measured_ns; /* per kernel: fastest time of the calibration runs */
+  /* per kernel: its fastest time in the calibration runs so far, or NOT_TIMED */
+  int64_t* measured_ns;
   uint32_t calibration_runs_left;
-  int any_split; /* some kernel of splits has 2 chunks or more */
+  /* a run may split a kernel: splits has one of 2 chunks or more, untimed
+   * while calibration_runs_left */
+  int any_split;
   uint32_t thread_count; /* workers and the caller */
   uint32_t workers;
   uint32_t started;
@@ -222,13 +235,19 @@ aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_
     free_tables(pool);
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   }
-  /* until the calibration runs are done, the estimates say whether to split */
+  /* until the calibration runs are done, the estimates say how to split the
+   * kernels that are not timed */
+  int64_t certain_ns = (int64_t)threads * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS * CERTAIN_FACTOR;
+  int timed = 0;
   for (uint32_t k = 0; k < m->kernel_count; k++) {
-    pool->splits[k] = aot__split_kernel(&m->kernels[k], threads);
-    pool->any_split |= pool->splits[k].chunks > 1;
-    pool->measured_ns[k] = INT64_MAX;
+    const aot__kernel_t* kern = &m->kernels[k];
+    pool->splits[k] = aot__split_kernel(kern, threads);
+    int certain = kern->cost_ns >= certain_ns || kern->work < 2;
+    pool->measured_ns[k] = certain ? NOT_TIMED : INT64_MAX;
+    timed |= !certain;
+    pool->any_split |= certain && pool->splits[k].chunks > 1;
   }
-  pool->calibration_runs_left = AOT__CALIBRATION_RUNS;
+  pool->calibration_runs_left = timed ? AOT__CALIBRATION_RUNS : 0;
   if (pthread_mutex_init(&pool->mu, NULL) != 0) {
     free_tables(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_mutex_init failed");
@@ -267,40 +286,39 @@ void aot__pool_destroy(aot__pool_t* pool) {
   free_tables(pool);
 }
 
-/* One calibration run: every kernel whole on the caller, timed; after the
- * last, each kernel's split follows its fastest time. The workers are not
- * told of the run (they go to sleep), so they take no time from it. */
-static void run_timed(aot__pool_t* pool, const aot__job_t* job) {
+/* After the last calibration run: each timed kernel split by its fastest time. */
+static void split_by_measured(aot__pool_t* pool) {
   const aot_model_t* m = pool->model;
-  for (uint32_t k = 0; k < m->kernel_count; k++) {
-    const aot__kernel_t* kern = &m->kernels[k];
-    if (kern->work <= 0) continue;
-    int64_t start = now_ns();
-    kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
-    int64_t took = now_ns() - start;
-    if (took < pool->measured_ns[k]) pool->measured_ns[k] = took;
-  }
-  if (--pool->calibration_runs_left) return;
   pool->any_split = 0;
   for (uint32_t k = 0; k < m->kernel_count; k++) {
-    aot__kernel_t timed = m->kernels[k];
-    timed.cost_ns = timed.work > 0 ? pool->measured_ns[k] : 0;
-    pool->splits[k] = aot__split_kernel(&timed, pool->thread_count);
+    if (pool->measured_ns[k] != NOT_TIMED) {
+      aot__kernel_t timed = m->kernels[k];
+      timed.cost_ns = pool->measured_ns[k];
+      pool->splits[k] = aot__split_kernel(&timed, pool->thread_count);
+    }
     pool->any_split |= pool->splits[k].chunks > 1;
   }
 }
 
+/* Kernel k whole on the caller, timed if it is timed and the pool calibrating. */
+static void run_whole(aot__pool_t* pool, uint32_t k, const aot__job_t* job, int calibrating) {
+  const aot_model_t* m = pool->model;
+  const aot__kernel_t* kern = &m->kernels[k];
+  if (kern->work <= 0) return;
+  int timed = calibrating && pool->measured_ns[k] != NOT_TIMED;
+  int64_t start = timed ? now_ns() : 0;
+  kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+  if (!timed) return;
+  int64_t took = now_ns() - start;
+  if (took < pool->measured_ns[k]) pool->measured_ns[k] = took;
+}
+
 void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
   const aot_model_t* m = pool->model;
-  if (pool->calibration_runs_left) {
-    run_timed(pool, job);
-    return;
-  }
-  if (!pool->any_split) { /* measured: every kernel is cheaper than a hand-off */
-    for (uint32_t k = 0; k < m->kernel_count; k++) {
-      const aot__kernel_t* kern = &m->kernels[k];
-      if (kern->work > 0) kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
-    }
+  int calibrating = pool->calibration_runs_left > 0;
+  if (!pool->any_split) { /* every kernel on the caller: the workers need not hear of this run */
+    for (uint32_t k = 0; k < m->kernel_count; k++) run_whole(pool, k, job, calibrating);
+    if (calibrating && --pool->calibration_runs_left == 0) split_by_measured(pool);
     return;
   }
   /* no task of this run is published yet, and every chunk of the last run's
@@ -316,11 +334,9 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
     pthread_mutex_unlock(&pool->mu);
   }
   for (uint32_t k = 0; k < m->kernel_count; k++) {
-    const aot__kernel_t* kern = &m->kernels[k];
     aot__split_t split = pool->splits[k];
-    if (split.chunks < 2) {
-      if (kern->work > 0)
-        kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+    if (split.chunks < 2 || (calibrating && pool->measured_ns[k] != NOT_TIMED)) {
+      run_whole(pool, k, job, calibrating);
       continue;
     }
     atomic_store_explicit(&pool->kernel, k, memory_order_relaxed);
@@ -335,4 +351,5 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
       wait_while_equal(&pool->done, d, -1);
   }
   atomic_fetch_add_explicit(&pool->run, 1, memory_order_release); /* even: idle */
+  if (calibrating && --pool->calibration_runs_left == 0) split_by_measured(pool);
 }

@@ -86,7 +86,7 @@ static void test_model_splits(void) {
 }
 
 /* ---- the pool: kernels that count their calls, and the calls off the caller ---- */
-#define POOL_KERNELS 3
+#define POOL_KERNELS 4
 #define POOL_WORK 64
 /* the slow kernel's time per item: its 64 items take at least 64 us, so its
  * measured time gives every chunk of the largest split MIN_CHUNK_NS or more */
@@ -129,6 +129,19 @@ static void overestimated_kernel(const void* const* in, void* const* out, uint8_
   count(2, begin, end);
 }
 
+/* estimated far above the split's threshold: split from the first run, never timed */
+static void certain_kernel(const void* const* in, void* const* out, uint8_t* arena,
+                           const uint8_t* weights, int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  count(3, begin, end);
+}
+
+/* an estimate that the pool times (below 4 times the largest split's worth) but
+ * splits in as many chunks as `threads` get */
+static int64_t timed_estimate(uint32_t threads) {
+  return (int64_t)threads * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS * 2;
+}
+
 static void reset_counts(void) {
   for (int k = 0; k < POOL_KERNELS; k++) {
     atomic_store(&g_calls[k], 0);
@@ -137,16 +150,20 @@ static void reset_counts(void) {
   }
 }
 
-/* A tiny kernel runs whole on the caller in every run; the first
- * AOT__CALIBRATION_RUNS runs run every kernel whole on the caller; after them
- * the split follows the measured time: the slow kernel in as many chunks as
- * two threads get, the overestimated one whole on the caller. */
+/* A tiny kernel runs whole on the caller in every run; in the first
+ * AOT__CALIBRATION_RUNS runs every kernel near the split threshold runs whole
+ * on the caller (timed), and after them its split follows the measured time:
+ * the slow kernel in as many chunks as two threads get, the overestimated one
+ * whole on the caller. A kernel estimated far above the threshold is split in
+ * every run. */
 static void test_pool_caller_runs_small_kernels(void) {
   aot__kernel_t ks[POOL_KERNELS] = {
-      {NULL, slow_kernel, POOL_WORK, 1000000000},
+      {NULL, slow_kernel, POOL_WORK, timed_estimate(2)},
       {NULL, tiny_kernel, POOL_WORK, 100},
-      {NULL, overestimated_kernel, POOL_WORK, 1000000000},
+      {NULL, overestimated_kernel, POOL_WORK, timed_estimate(2)},
+      {NULL, certain_kernel, POOL_WORK, 1000000000},
   };
+  int64_t chunks = 2 * AOT__CHUNKS_PER_THREAD;
   aot_model_t m = {0};
   m.kernels = ks;
   m.kernel_count = POOL_KERNELS;
@@ -162,24 +179,28 @@ static void test_pool_caller_runs_small_kernels(void) {
   for (int run = 0; run < AOT__CALIBRATION_RUNS; run++) {
     reset_counts();
     aot__pool_run(pool, &job);
-    for (int k = 0; k < POOL_KERNELS; k++)
+    for (int k = 0; k < 3; k++)
       CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
             "calibration run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
             (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
+    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK, "calibration run %d: %lld calls", run,
+          (long long)g_calls[3]);
   }
   aot__kernel_t measured_slow = {NULL, NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
   int64_t slow_chunks = aot__split_kernel(&measured_slow, 2).chunks;
-  CHECK(slow_chunks == 2 * AOT__CHUNKS_PER_THREAD, "%lld chunks", (long long)slow_chunks);
+  CHECK(slow_chunks == chunks, "%lld chunks", (long long)slow_chunks);
   for (int run = 0; run < 5; run++) {
     reset_counts();
     aot__pool_run(pool, &job);
     CHECK(g_calls[0] == slow_chunks && g_items[0] == POOL_WORK,
           "run %d, slow kernel: %lld calls, %lld items", run, (long long)g_calls[0],
           (long long)g_items[0]);
-    for (int k = 1; k < POOL_KERNELS; k++)
+    for (int k = 1; k < 3; k++)
       CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
             "run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
             (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
+    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK, "run %d: %lld calls", run,
+          (long long)g_calls[3]);
   }
   aot__pool_destroy(pool);
 }
@@ -188,8 +209,8 @@ static void test_pool_caller_runs_small_kernels(void) {
  * kernel is split and no worker runs any of them. */
 static void test_pool_measured_small_runs_on_caller(void) {
   aot__kernel_t ks[2] = {
-      {NULL, tiny_kernel, POOL_WORK, 1000000000},
-      {NULL, overestimated_kernel, POOL_WORK, 1000000000},
+      {NULL, tiny_kernel, POOL_WORK, timed_estimate(4)},
+      {NULL, overestimated_kernel, POOL_WORK, timed_estimate(4)},
   };
   aot_model_t m = {0};
   m.kernels = ks;
