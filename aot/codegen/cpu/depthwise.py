@@ -132,18 +132,23 @@ def _int_splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
     return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(vec, [0] * lanes))
 
 
-def _column_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int, row_ok: ir.Value | None) -> Callable[[int, int], ir.Value]:
+def _column_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int) -> Callable[[int, int], ir.Value]:
     """lane_mask for masked_load: lane l reads column first + l*step, if that is inside the
-    input (and the row is)."""
+    input. The row's own check is not in it: a mask that depends on the column alone is
+    the same for every tap row, so LLVM computes it once per block and tap column."""
     def lane_mask(lane0: int, count: int) -> ir.Value:
         steps = ir.Constant(ir.VectorType(I32, count), [(lane0 + l) * step for l in range(count)])
         positions = b.add(_int_splat(b, first, count), steps)
-        mask = b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width), count), name="mask")
-        if row_ok is None:
-            return mask
-        rows = b.select(row_ok, ir.Constant(ir.VectorType(I1, count), [1] * count), ir.Constant(ir.VectorType(I1, count), [0] * count))
-        return b.and_(mask, rows)
+        return b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width), count), name="mask")
     return lane_mask
+
+
+def _row_filled(b: ir.IRBuilder, vec: ir.Value, row_ok: ir.Value | None, fill: float) -> ir.Value:
+    """`vec`, or `fill` in every lane where the row is outside the input (its pointer was
+    clamped to row 0, so the load read memory inside the input)."""
+    if row_ok is None:
+        return vec
+    return b.select(row_ok, vec, ir.Constant(vec.type, [fill] * vec.type.count), name="rowfill")
 
 
 def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value,
@@ -155,18 +160,20 @@ def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, r
     if sw == 1:
         if not checked:
             return load_vector(b, row, first, LANES, f"x{j}")
-        return masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1, row_ok), fill, f"x{j}")
+        return _row_filled(b, masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1), fill, f"x{j}"),
+                           row_ok, fill)
     if sw == 2:  # columns first, first+2, ..: the even lanes of [first, first+16) and [first+15, first+31)
         second = b.add(first, const_i64(LANES - 1))
         if checked:
-            low = masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1, row_ok), fill, f"x{j}.lo")
-            high = masked_load(b, target, row, second, LANES, _column_mask(b, w, second, 1, row_ok), fill, f"x{j}.hi")
+            low = masked_load(b, target, row, first, LANES, _column_mask(b, w, first, 1), fill, f"x{j}.lo")
+            high = masked_load(b, target, row, second, LANES, _column_mask(b, w, second, 1), fill, f"x{j}.hi")
         else:
             low = load_vector(b, row, first, LANES, f"x{j}.lo")
             high = load_vector(b, row, second, LANES, f"x{j}.hi")
         half = LANES // 2
         evens = [2 * l for l in range(half)] + [LANES + 2 * l + 1 for l in range(half)]
-        return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), evens), name=f"x{j}")
+        picked = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), evens), name=f"x{j}")
+        return _row_filled(b, picked, row_ok, fill) if checked else picked
     # other strides: lane by lane (rare: stride 3+ along the width)
     result: ir.Value = ir.Constant(vector_of(LANES), None)
     for lane in range(LANES):
