@@ -7,12 +7,12 @@ microsecond, plus moving the operands between the cores' caches, and most
 kernels of a small transformer take less than that. Below the threshold the
 calling thread runs the kernel whole and no other thread is woken.
 
-The estimate decides whether a context starts threads at all and how its
-first runs are split; a context's first two runs then time every kernel on
-the calling thread, and from then on the measured times on the machine at
-hand replace the estimates (runtime_c/src/threadpool.c). So an estimate that
-is off on another CPU (an AVX2 machine, a slower core) costs two runs, not
-every run.
+The estimate decides whether a context starts threads at all, and splits
+the kernels it puts far above the threshold from the first run. A context's
+first two runs time the kernels near the threshold on the calling thread,
+and from then on their measured times on the machine at hand replace the
+estimates (runtime_c/src/threadpool.c). So an estimate that is off on
+another CPU (an AVX2 machine, a slower core) costs two runs, not every run.
 
 The estimate decides only who runs which items, never what they compute, so
 it needs to be right within a factor of two or so, not exact. It is a sum of
