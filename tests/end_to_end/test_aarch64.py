@@ -1,0 +1,148 @@
+"""aarch64 artifacts of the sample models, run under qemu-aarch64 and compared with onnxruntime on the host.
+
+The C runtime and its run_model example are cross-built (runtime_c's `make cross-aarch64`:
+Debian's gcc-aarch64-linux-gnu and libzstd-dev:arm64) and each artifact runs under
+qemu-aarch64 (Debian's qemu-user) on an emulated CPU that has the features its code may use
+and no more: generic aarch64 code on a Cortex-A57 (Armv8.0), neoverse-n1 code on a Neoverse
+N1, neoverse-v1 code (SVE) on qemu's `max` at two SVE vector lengths, since the code must not
+depend on one. Correctness only: speed under emulation says nothing.
+Skips, saying why, where the cross compiler, the arm64 libzstd or qemu-aarch64 is missing
+(scripts/setup.sh --bench installs all three, so CI runs these).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import make_samples as samples
+from aot.codegen.cpu.target import CpuTarget
+from aot.driver import compile_model
+from paths_util import RUNTIME_C
+
+ort = pytest.importorskip("onnxruntime")
+
+CROSS_CC = "aarch64-linux-gnu-gcc"
+QEMU = "qemu-aarch64"
+MODELS = ["mlp", "lenet", "lenet_bn"]
+# (--cpu, the qemu CPU models its code runs on: the oldest one that has its features)
+TARGETS = [("generic-aarch64", ["cortex-a57"]), ("neoverse-n1", ["neoverse-n1"]),
+           ("neoverse-v1", ["max,sve-default-vector-length=16", "max,sve-default-vector-length=64"])]
+RUN_TIMEOUT_S = 120
+
+
+def _missing_tools() -> str | None:
+    """Why aarch64 artifacts cannot be run here, or None."""
+    for tool, package in ((CROSS_CC, "gcc-aarch64-linux-gnu"), (QEMU, "qemu-user")):
+        if shutil.which(tool) is None:
+            return f"no {tool} (Debian: apt-get install {package})"
+    return None
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_missing_tools() is not None, reason=str(_missing_tools()))]
+
+
+@pytest.fixture(scope="module")
+def run_model(tmp_path_factory) -> Path:
+    """run_model for aarch64, linked against the cross-built runtime."""
+    build = tmp_path_factory.mktemp("runtime-aarch64")
+    probe = build / "zstd_probe.c"
+    probe.write_text("#include <zstd.h>\nint main(void) { return ZSTD_versionNumber() == 0; }\n")
+    found = subprocess.run([CROSS_CC, str(probe), "-o", str(build / "zstd_probe"), "-lzstd"],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        pytest.skip("no libzstd for arm64 (Debian: dpkg --add-architecture arm64 && apt-get update && "
+                    f"apt-get install libzstd-dev:arm64): {found.stderr.strip()[-300:]}")
+    made = subprocess.run(["make", "-s", "-C", str(RUNTIME_C), "cross-aarch64", f"AARCH64_BUILD_DIR={build}"],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, f"make cross-aarch64 failed:\n{made.stdout}\n{made.stderr}"
+    return build / "run_model"
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory) -> dict[str, Path]:
+    return samples.write_samples(tmp_path_factory.mktemp("samples"))
+
+
+def _reference(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The sample's seeded input and onnxruntime's output for it, on the host."""
+    x = np.load(path.with_name(f"{path.stem}.input.npy"))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": x})
+    return x, y
+
+
+def _run_under_qemu(run_model: Path, artifact: Path, x: np.ndarray, shape: tuple[int, ...],
+                    qemu_cpu: str) -> subprocess.CompletedProcess[str] | np.ndarray:
+    """The artifact's output for `x` from run_model under qemu-aarch64 -cpu `qemu_cpu`, or the
+    finished process where it failed."""
+    x_path = artifact.with_suffix(".x.bin")
+    y_path = artifact.with_suffix(f".{qemu_cpu.replace(',', '_').replace('=', '')}.y.bin")
+    x.astype(np.float32).tofile(x_path)
+    done = subprocess.run([QEMU, "-cpu", qemu_cpu, str(run_model), str(artifact), "-i", str(x_path),
+                           "-o", str(y_path)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    if done.returncode != 0:
+        return done
+    return np.fromfile(y_path, dtype=np.float32).reshape(shape)
+
+
+def _assert_matches(ours: np.ndarray, theirs: np.ndarray) -> None:
+    scale = float(np.max(np.abs(theirs)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("cpu,qemu_cpus", TARGETS, ids=[cpu for cpu, _ in TARGETS])
+@pytest.mark.parametrize("name", MODELS)
+def test_sample_matches_onnxruntime_under_qemu(name, cpu, qemu_cpus, sample_dir, run_model, tmp_path):
+    path = sample_dir[name]
+    x, expected = _reference(path)
+    artifact = tmp_path / f"{name}.aot"
+    result = compile_model(path, artifact, cpu=cpu)
+    assert [(c["arch"], c["cpu"]) for c in result.manifest["cpu"]] == [("aarch64", CpuTarget.from_name(cpu).cpu)]
+    for qemu_cpu in qemu_cpus:
+        got = _run_under_qemu(run_model, artifact, x, expected.shape, qemu_cpu)
+        assert isinstance(got, np.ndarray), f"run_model under -cpu {qemu_cpu} failed ({got.returncode}): {got.stderr}"
+        _assert_matches(got, expected)
+
+
+def test_sve_code_is_refused_on_a_cpu_without_sve(sample_dir, run_model, tmp_path):
+    """neoverse-v1 code uses SVE (LLVM's predicated loads): on a Neoverse N1 the runtime must
+    refuse it at open, naming what the CPU lacks, not die of SIGILL in the first run."""
+    path = sample_dir["lenet"]
+    x, expected = _reference(path)
+    artifact = tmp_path / "lenet.aot"
+    result = compile_model(path, artifact, cpu="neoverse-v1")
+    if "aarch64_features" not in result.manifest["cpu"][0]:
+        pytest.skip("the manifest does not list aarch64 features yet (CpuTarget.aarch64_features has them; "
+                    "the driver is to write them and cpu_features.c to hand them to cpu_features_aarch64.c)")
+    assert "sve" in result.manifest["cpu"][0]["aarch64_features"]
+    got = _run_under_qemu(run_model, artifact, x, expected.shape, "neoverse-n1")
+    assert not isinstance(got, np.ndarray), "SVE code ran on a CPU without SVE"
+    assert got.returncode == 1, got.stderr  # an error from open, not a signal
+    assert "sve" in got.stderr and "neoverse-v1" in got.stderr, got.stderr
+
+
+def test_one_artifact_with_x86_and_aarch64_code_runs_on_both(sample_dir, run_model, tmp_path):
+    """--cpu x86-64-v3,neoverse-n1: the host (x86-64) runtime loads the x86 variant, the
+    aarch64 one under qemu the aarch64 variant, from one artifact with one weights section."""
+    from aot.runtime.session import Session
+
+    host = CpuTarget.host()
+    v3 = CpuTarget.from_name("x86-64-v3")
+    if host.arch != "x86_64" or not v3.runs_on(host):
+        pytest.skip(f"the host ({host.cpu}) cannot run x86-64-v3 code")
+    path = sample_dir["lenet_bn"]
+    x, expected = _reference(path)
+    artifact = tmp_path / "lenet_bn.aot"
+    result = compile_model(path, artifact, cpu="x86-64-v3,neoverse-n1")
+    assert [c["arch"] for c in result.manifest["cpu"]] == ["x86_64", "aarch64"]
+    session = Session(str(artifact))
+    assert session.cpu_variant == "x86-64-v3"
+    (on_host,) = session.run(None, {"x": x})
+    _assert_matches(on_host, expected)
+    got = _run_under_qemu(run_model, artifact, x, expected.shape, "neoverse-n1")
+    assert isinstance(got, np.ndarray), f"run_model under qemu failed ({got.returncode}): {got.stderr}"
+    _assert_matches(got, expected)
