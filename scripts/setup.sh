@@ -5,8 +5,11 @@
 # the C runtime built. System Pythons (Debian 12, Ubuntu 23.04+) refuse a pip
 # install outside a virtual environment, and a venv leaves the system alone.
 # --bench also installs torch (CPU build) to generate the benchmark models, and
-# clang with libFuzzer for the fuzz test; where they cannot be had, the tests that
-# need them skip.
+# clang with libFuzzer for the fuzz test; --aarch64 the aarch64 cross compiler
+# (gcc-aarch64-linux-gnu), libzstd for arm64 (Debian multiarch) and qemu-user, to
+# build the runtime for aarch64 and run aarch64 artifacts under emulation
+# (tests/end_to_end/test_aarch64.py). Where they cannot be had, the tests that need
+# them skip.
 #   AOT_VENV=DIR   the environment (default .venv in the checkout)
 #   PYTHON=CMD     the Python that makes it (default python3; 3.11 or newer)
 # Afterwards: .venv/bin/aot-compile ..., .venv/bin/python -m pytest -q, or
@@ -18,11 +21,13 @@ VENV=${AOT_VENV:-.venv}
 case "$VENV" in /*) VENV_PATH=$VENV ;; *) VENV_PATH=$PWD/$VENV ;; esac
 PYTHON=${PYTHON:-python3}
 BENCH=0
+AARCH64=0
 for arg in "$@"; do
   case "$arg" in
     --bench) BENCH=1 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup: error: unknown option '$arg' (only --bench)" >&2; exit 2 ;;
+    --aarch64) AARCH64=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: error: unknown option '$arg' (--bench, --aarch64)" >&2; exit 2 ;;
   esac
 done
 
@@ -138,6 +143,31 @@ if [ "$BENCH" = 1 ]; then
     command -v clang >/dev/null && fuzzer_works \
       || echo "setup: clang with libFuzzer is not available; the fuzz test will skip" >&2
   fi
+fi
+
+if [ "$AARCH64" = 1 ]; then
+  # the cross compiler's own libc comes with it; libzstd for arm64 only through multiarch
+  aarch64_zstd_works() {
+    echo '#include <zstd.h>
+int main(void) { return ZSTD_versionNumber() == 0; }' | aarch64-linux-gnu-gcc -x c - -o /dev/null -lzstd >/dev/null 2>&1
+  }
+  if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null || ! aarch64_zstd_works; then
+    echo "setup: installing gcc-aarch64-linux-gnu, qemu-user and libzstd-dev:arm64 (for the aarch64 tests)"
+    if command -v dpkg >/dev/null && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      $SUDO dpkg --add-architecture arm64
+      APT_UPDATED=0
+      if ! apt_update; then
+        # a mirror without arm64 lists would break every later apt-get update: take it back
+        echo "setup: the package lists have no arm64 packages here; leaving multiarch off" >&2
+        $SUDO dpkg --remove-architecture arm64 || true
+        APT_UPDATED=0
+      fi
+    fi
+    apt_install gcc-aarch64-linux-gnu qemu-user || true
+    dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64 && { apt_install libzstd-dev:arm64 || true; }
+  fi
+  command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && aarch64_zstd_works \
+    || echo "setup: the aarch64 cross compiler, arm64 libzstd or qemu-aarch64 is not available; the aarch64 tests will skip" >&2
 fi
 
 echo "setup: ok. Everything is in the virtual environment $VENV: run $VENV/bin/aot-compile, $VENV/bin/aot,"
