@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from aot.codegen.cpu.aarch64_features import aarch64_features
 from aot.errors import ArgumentError, CodegenError
 
 _X86_TRIPLE = "x86_64-unknown-linux-gnu"
@@ -216,6 +217,16 @@ class CpuTarget:
             elif item.startswith("-"):  # and everything that needs it: -avx2 takes AVX-512 too
                 have = {f for f in have if item[1:] not in _x86_closure((f,))}
         return tuple(f for f in X86_CHECKED_FEATURES if f in have)
+
+    @property
+    def aarch64_features(self) -> tuple[str, ...]:
+        """The AARCH64_CHECKED_FEATURES code for this target may use (the manifest's
+        cpu[].aarch64_features, which the runtime looks up in the kernel's hardware
+        capabilities before it loads the code), as LLVM selects them for this CPU and
+        feature string (aot/codegen/cpu/aarch64_features.py). () off aarch64."""
+        if self.arch != "aarch64":
+            return ()
+        return aarch64_features(self.cpu, self.features)
 
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
