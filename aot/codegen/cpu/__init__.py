@@ -21,7 +21,7 @@ from functools import cached_property
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from aot.codegen.cpu.build import ObjectBuilder, build_variants, default_jobs, entry_module, kernel_body
+from aot.codegen.cpu.build import ObjectBuilder, VariantObjects, build_variants, default_jobs, entry_module, kernel_body
 from aot.codegen.cpu.cache import ObjectCache
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
@@ -91,12 +91,13 @@ def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget], *, jobs
     variants = build_variants(builder, jobs or default_jobs(), reporter.advance)
     if cache:
         cache.evict()
-    return [CpuCode(link_shared(built.objects, target), builder.kernels[v], target, _printer(builder, v, built.texts))
+    return [CpuCode(link_shared(built.objects, target), builder.kernels[v], target, _printer(builder, v, built))
             for v, (target, built) in enumerate(zip(targets, variants))]
 
 
-def _printer(builder: ObjectBuilder, variant: int, texts: list[str]) -> Callable[[], str]:
+def _printer(builder: ObjectBuilder, variant: int, built: VariantObjects) -> Callable[[], str]:
     def optimized_ir() -> str:
         machine = builder.machine(builder.targets[variant])
-        return "".join(str(run_passes(parse_verified(text, "CPU"), machine, vectorize=True)) for text in texts)
+        return "".join(str(run_passes(parse_verified(text, "CPU"), machine, vectorize=True))
+                       for text in built.texts(builder, variant))
     return optimized_ir

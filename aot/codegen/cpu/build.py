@@ -10,8 +10,9 @@ aot_kernel_<i> (its buffers' addresses, then a tail call of its body), aot_model
 aot_model_checks and aot_code_info; link.py links the objects into one shared object
 per variant, bodies in plan order then the entry.
 
-The work runs in two rounds over worker processes: (1) every (variant, kernel) prints
-its body and looks it up in the cache; (2) each distinct body missing from the cache
+The work runs in two rounds over worker processes: (1) every (variant, kernel) looks its
+body up in the cache by the kernel's fingerprint (fingerprint.py), else prints it and
+looks it up by its text; (2) each distinct body missing from the cache
 is optimized and compiled, the largest first. Why processes and not threads: llvmlite
 serializes every call into LLVM behind one lock (llvmlite.binding.ffi), so threads would
 run LLVM one at a time. The workers are forked once the plan exists and read it from
@@ -35,6 +36,7 @@ from llvmlite import ir
 from aot.codegen.cpu.cache import ObjectCache, object_key
 from aot.codegen.cpu.canonical import canonical
 from aot.codegen.cpu.code_info import emit_code_info
+from aot.codegen.cpu.fingerprint import kernel_fingerprints
 from aot.codegen.cpu.kernel import body_type, emit_checks, emit_entry, emit_kernel_body, emit_kernel_call, kernel_work_items
 from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
@@ -84,10 +86,11 @@ def entry_module(plan: ExecutionPlan, target: CpuTarget, kernels: Sequence[tuple
 
 @dataclass(frozen=True)
 class Printed:
-    """A module's text for one variant, and its object when the cache had it."""
+    """A module for one variant: its symbol, its text (None when the cache had its object by
+    the kernel's fingerprint: it was never emitted) and its object when the cache had it."""
 
     symbol: str
-    text: str
+    text: str | None
     cached: bytes | None
 
 
@@ -100,6 +103,9 @@ class ObjectBuilder:
         self.cache = cache
         self.kernels = [[(kernel_symbol(i), kernel_work_items(k, t)) for i, k in enumerate(plan.kernels)]
                         for t in self.targets]
+        # taken here, before the workers fork: the compiler's digest once per compile
+        self.fingerprints = [kernel_fingerprints(plan.kernels, t, len(plan.weights)) if cache else [None] * len(plan.kernels)
+                             for t in self.targets]
         self._machines: dict[CpuTarget, llvm.TargetMachine] = {}
 
     def machine(self, target: CpuTarget) -> llvm.TargetMachine:
@@ -108,9 +114,23 @@ class ObjectBuilder:
         return self._machines[target]
 
     def print_body(self, variant: int, kernel: int) -> Printed:
+        """Kernel `kernel`'s body for variant `variant`: from the cache by the kernel's
+        fingerprint without emitting it, else emitted, printed and looked up by its text."""
         target = self.targets[variant]
+        fingerprint = None
+        if self.cache is not None:
+            fingerprint = self.fingerprints[variant][kernel]
+            alias = self.cache.get_alias(fingerprint) if fingerprint else None
+            obj = self.cache.get(alias[1]) if alias else None
+            if alias and obj is not None:
+                return Printed(alias[0], None, obj)
         symbol, text = kernel_body(self.plan, target, kernel, self.machine(target))
-        return Printed(symbol, text, self.cache.get(object_key(text, target)) if self.cache else None)
+        if self.cache is None:
+            return Printed(symbol, text, None)
+        key = object_key(text, target)
+        if fingerprint:
+            self.cache.put_alias(fingerprint, symbol, key)
+        return Printed(symbol, text, self.cache.get(key))
 
     def print_entry(self, variant: int, bodies: Sequence[str]) -> Printed:
         target = self.targets[variant]
@@ -137,7 +157,17 @@ class VariantObjects:
 
     objects: list[bytes]
     bodies: list[str]
-    texts: list[str]  # the modules' texts, in the objects' order
+
+    def texts(self, builder: ObjectBuilder, variant: int) -> list[str]:
+        """The modules' texts, in the objects' order, printed again (a body found by its
+        fingerprint never was)."""
+        machine = builder.machine(builder.targets[variant])
+        kernels = range(len(builder.plan.kernels))
+        first = {symbol: k for k, symbol in reversed(list(zip(kernels, self.bodies)))}
+        texts = [kernel_body(builder.plan, builder.targets[variant], first[s], machine)[1] for s in dict.fromkeys(self.bodies)]
+        entry = builder.print_entry(variant, self.bodies).text
+        assert entry is not None
+        return [*texts, entry]
 
 
 def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int], None] = lambda n: None) -> list[VariantObjects]:
@@ -152,7 +182,7 @@ def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int]
         for (v, k), p in printed.items():
             users.setdefault((v, p.symbol), []).append(k)
         advance(sum(1 for p in printed.values() if p.cached is not None))
-        missing = {(v, p.symbol): p.text for (v, _), p in printed.items() if p.cached is None}
+        missing = {(v, p.symbol): p.text for (v, _), p in printed.items() if p.cached is None and p.text is not None}
         order = sorted(missing, key=lambda key: (-len(missing[key]), key))
         compiled: dict[tuple[int, str], bytes] = {}
         for key, obj in zip(order, run(_compile, [(key[0], missing[key], frozenset()) for key in order],
@@ -164,11 +194,10 @@ def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int]
         distinct = list(dict.fromkeys(bodies))
         first = {symbol: bodies.index(symbol) for symbol in distinct}
         objects = [printed[v, first[s]].cached or compiled[v, s] for s in distinct]
-        texts = [printed[v, first[s]].text for s in distinct]
         entry = builder.print_entry(v, bodies)
+        assert entry.text is not None
         objects.append(entry.cached or builder.compile(v, entry.text, frozenset(distinct)))
-        texts.append(entry.text)
-        results.append(VariantObjects(objects, bodies, texts))
+        results.append(VariantObjects(objects, bodies))
     return results
 
 

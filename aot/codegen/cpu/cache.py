@@ -7,12 +7,16 @@
     cache.evict()                                 # once per compile: the size bound
 
 Where: $AOT_CACHE_DIR, else $XDG_CACHE_HOME/aot, else ~/.cache/aot; AOT_NO_CACHE=1 turns
-it off. An entry is one file, `objects/<key[:2]>/<key>.o`, holding a magic, the SHA-256 of
+it off. An object is one file, `objects/<key[:2]>/<key>.o`, holding a magic, the SHA-256 of
 the object and the object: an entry that is short, foreign or whose digest does not match
 (a crash mid-write on a file system without atomic rename, a disk error, an edit) reads as
 missing and the next compile rewrites it. Writes go to a temporary file in the same folder
 and are renamed into place, so a reader never sees half an entry and two compiles writing
 the same key at once both leave a whole one.
+
+A second, smaller kind of entry, `aliases/<fp[:2]>/<fp>.txt`, maps a kernel's fingerprint
+(fingerprint.py: its nodes, types and the compiler's sources, known before any IR is
+emitted) to its body's symbol and object key, so an unchanged kernel is not even emitted.
 
 The key is the SHA-256 of everything the object depends on: the kernel's LLVM assembly
 (with its data layout and triple), the target's CPU and features, the LLVM and llvmlite
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,7 @@ from aot.version import __version__
 # bump when the optimization pipeline, the object checks or the entry format change
 PIPELINE_VERSION = 1
 MAGIC = b"AOTOBJ1\n"
+_ALIAS = re.compile(r"AOTALIAS1 (aot_body_[0-9a-f]{24}) ([0-9a-f]{64})\n")
 DEFAULT_MAX_BYTES = 1 << 30
 _DIGEST = 32
 
@@ -85,8 +91,24 @@ class ObjectCache:
     def objects(self) -> Path:
         return self.root / "objects"
 
+    @property
+    def aliases(self) -> Path:
+        return self.root / "aliases"
+
     def path(self, key: str) -> Path:
         return self.objects / key[:2] / f"{key}.o"
+
+    def get_alias(self, fingerprint: str) -> tuple[str, str] | None:
+        """(body symbol, object key) of the kernel with this fingerprint (fingerprint.py), or None."""
+        try:
+            text = (self.aliases / fingerprint[:2] / f"{fingerprint}.txt").read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
+        match = _ALIAS.fullmatch(text)
+        return (match.group(1), match.group(2)) if match else None
+
+    def put_alias(self, fingerprint: str, symbol: str, key: str) -> None:
+        self._write(self.aliases / fingerprint[:2] / f"{fingerprint}.txt", f"AOTALIAS1 {symbol} {key}\n".encode())
 
     def get(self, key: str) -> bytes | None:
         path = self.path(key)
@@ -107,13 +129,16 @@ class ObjectCache:
         return obj
 
     def put(self, key: str, obj: bytes) -> None:
-        path = self.path(key)
+        self._write(self.path(key), MAGIC + hashlib.sha256(obj).digest() + obj)
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Write through a temporary file in the same folder and a rename; errors are ignored."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:16]}-", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(MAGIC + hashlib.sha256(obj).digest() + obj)
+                    f.write(data)
                 os.replace(tmp, path)
             except BaseException:
                 _unlink(Path(tmp))
@@ -124,13 +149,14 @@ class ObjectCache:
     def evict(self) -> None:
         """Remove the least recently used entries until the cache holds at most max_bytes."""
         entries = []
-        try:
-            for folder in self.objects.iterdir():
-                for entry in folder.iterdir():
-                    stat = entry.stat()
-                    entries.append((stat.st_mtime_ns, entry.name, stat.st_size, entry))
-        except OSError:
-            return
+        for kind in (self.objects, self.aliases):
+            try:
+                for folder in kind.iterdir():
+                    for entry in folder.iterdir():
+                        stat = entry.stat()
+                        entries.append((stat.st_mtime_ns, entry.name, stat.st_size, entry))
+            except OSError:
+                continue
         total = sum(size for _, _, size, _ in entries)
         for _, _, size, entry in sorted(entries):
             if total <= self.max_bytes:
