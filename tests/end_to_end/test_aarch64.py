@@ -6,8 +6,9 @@ qemu-aarch64 (Debian's qemu-user) on an emulated CPU that has the features its c
 and no more: generic aarch64 code on a Cortex-A57 (Armv8.0), neoverse-n1 code on a Neoverse
 N1, neoverse-v1 code (SVE) on qemu's `max` at two SVE vector lengths, since the code must not
 depend on one. Correctness only: speed under emulation says nothing.
+Some of the runtime's C tests run under qemu-aarch64 too (all: `make cross-aarch64-test`).
 Skips, saying why, where the cross compiler, the arm64 libzstd or qemu-aarch64 is missing
-(scripts/setup.sh --bench installs all three, so CI runs these).
+(scripts/setup.sh --aarch64 installs all three, and CI passes it, so CI runs these).
 """
 from __future__ import annotations
 
@@ -45,10 +46,9 @@ def _missing_tools() -> str | None:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(_missing_tools() is not None, reason=str(_missing_tools()))]
 
 
-@pytest.fixture(scope="module")
-def run_model(tmp_path_factory) -> Path:
-    """run_model for aarch64, linked against the cross-built runtime."""
-    build = tmp_path_factory.mktemp("runtime-aarch64")
+def _cross_make(target: str, build: Path) -> subprocess.CompletedProcess[str]:
+    """runtime_c's `make TARGET` for aarch64 into `build` (AARCH64_BUILD_DIR, for cross-aarch64;
+    BUILD_DIR and the cross compiler, for one file); skips where there is no libzstd for arm64."""
     probe = build / "zstd_probe.c"
     probe.write_text("#include <zstd.h>\nint main(void) { return ZSTD_versionNumber() == 0; }\n")
     found = subprocess.run([CROSS_CC, str(probe), "-o", str(build / "zstd_probe"), "-lzstd"],
@@ -56,10 +56,41 @@ def run_model(tmp_path_factory) -> Path:
     if found.returncode != 0:
         pytest.skip("no libzstd for arm64 (Debian: dpkg --add-architecture arm64 && apt-get update && "
                     f"apt-get install libzstd-dev:arm64): {found.stderr.strip()[-300:]}")
-    made = subprocess.run(["make", "-s", "-C", str(RUNTIME_C), "cross-aarch64", f"AARCH64_BUILD_DIR={build}"],
-                          capture_output=True, text=True)
+    return subprocess.run(["make", "-s", "-C", str(RUNTIME_C), target, f"AARCH64_BUILD_DIR={build}",
+                           f"BUILD_DIR={build}", f"CC={CROSS_CC}"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def aarch64_build(tmp_path_factory) -> Path:
+    """The runtime and run_model cross-built for aarch64 (`make cross-aarch64`), in this folder."""
+    build = tmp_path_factory.mktemp("runtime-aarch64")
+    made = _cross_make("cross-aarch64", build)
     assert made.returncode == 0, f"make cross-aarch64 failed:\n{made.stdout}\n{made.stderr}"
-    return build / "run_model"
+    return build
+
+
+@pytest.fixture(scope="module")
+def run_model(aarch64_build) -> Path:
+    return aarch64_build / "run_model"
+
+
+# test_runtime is left out: its count of a context's worker threads (/proc/self/status)
+# is off by one now and then under qemu, whose threads outlive the guest's join for a
+# moment; `make cross-aarch64-test` runs it too
+C_TESTS = ["test_json", "test_schedule", "test_cpu_features_aarch64"]
+
+
+@pytest.mark.parametrize("name", C_TESTS)
+def test_c_runtime_test_passes_under_qemu(name, aarch64_build):
+    """The runtime's own C tests of JSON, the thread pool's schedule and the aarch64 feature
+    check, built for aarch64 with warnings as errors and run under qemu-aarch64 (on a
+    Neoverse N1, whose capabilities the feature test reads)."""
+    made = _cross_make(str(aarch64_build / name), aarch64_build)
+    assert made.returncode == 0, f"building {name} failed:\n{made.stdout}\n{made.stderr}"
+    done = subprocess.run([QEMU, "-cpu", "neoverse-n1", str(aarch64_build / name)], capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, f"{name} under qemu failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    assert " 0 failures" in done.stdout, done.stdout
 
 
 @pytest.fixture(scope="module")
