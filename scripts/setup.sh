@@ -146,15 +146,18 @@ if [ "$BENCH" = 1 ]; then
 fi
 
 if [ "$AARCH64" = 1 ]; then
+  # the tools' names, as runtime_c/Makefile's AARCH64_CC and QEMU_AARCH64
+  AARCH64_CC=${AARCH64_CC:-aarch64-linux-gnu-gcc}
+  QEMU_AARCH64=${QEMU_AARCH64:-qemu-aarch64}
   # the cross compiler's own libc comes with it; libzstd for arm64 only through multiarch
   aarch64_zstd_works() {
     echo '#include <zstd.h>
-int main(void) { return ZSTD_versionNumber() == 0; }' | aarch64-linux-gnu-gcc -x c - -o /dev/null -lzstd >/dev/null 2>&1
+int main(void) { return ZSTD_versionNumber() == 0; }' | "$AARCH64_CC" -x c - -o /dev/null -lzstd >/dev/null 2>&1
   }
-  if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null || ! aarch64_zstd_works; then
+  if ! command -v "$AARCH64_CC" >/dev/null || ! command -v "$QEMU_AARCH64" >/dev/null || ! aarch64_zstd_works; then
     echo "setup: installing gcc-aarch64-linux-gnu, qemu-user and libzstd-dev:arm64 (for the aarch64 tests)"
     if command -v dpkg >/dev/null && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-      $SUDO dpkg --add-architecture arm64
+      $SUDO dpkg --add-architecture arm64 || true
       APT_UPDATED=0
       if ! apt_update; then
         # a mirror without arm64 lists would break every later apt-get update: take it back
@@ -166,7 +169,7 @@ int main(void) { return ZSTD_versionNumber() == 0; }' | aarch64-linux-gnu-gcc -x
     apt_install gcc-aarch64-linux-gnu qemu-user || true
     dpkg --print-foreign-architectures 2>/dev/null | grep -qx arm64 && { apt_install libzstd-dev:arm64 || true; }
   fi
-  command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && aarch64_zstd_works \
+  command -v "$AARCH64_CC" >/dev/null && command -v "$QEMU_AARCH64" >/dev/null && aarch64_zstd_works \
     || echo "setup: the aarch64 cross compiler, arm64 libzstd or qemu-aarch64 is not available; the aarch64 tests will skip" >&2
 fi
 
