@@ -213,6 +213,9 @@ def build_manifest(plan: ExecutionPlan, codes: Sequence[Any], model_name: str,
             # lacks one (and refuses the artifact, naming them, when no variant runs) instead of
             # dying of SIGILL in the first run
             cpu["x86_features"] = list(code.target.x86_features)
+        elif code.target.arch == "aarch64":
+            # likewise for aarch64 (SVE code on a CPU without SVE): the kernel's hwcaps
+            cpu["aarch64_features"] = list(code.target.aarch64_features)
         if plan.checks:
             cpu["checks"] = CHECKS_SYMBOL
         if index:

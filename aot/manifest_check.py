@@ -141,11 +141,12 @@ def _cpu(manifest: Mapping[str, Any], sections: Mapping[str, int]) -> None:
             raise ArtifactError(f"section {section!r}: missing (manifest cpu)")
         for key in ("entry", "checks", "code_info", "cpu"):
             _string(entry, key, where, required=False)
-        features = entry.get("x86_features")
-        if features is not None and (not isinstance(features, list) or len(features) > MAX_X86_FEATURES
-                                     or not all(isinstance(f, str) and f and "\0" not in f for f in features)):
-            raise _fail(f"{where}: \"x86_features\" must be an array of at most {MAX_X86_FEATURES} non-empty "
-                        f"strings without NULs")
+        for key in ("x86_features", "aarch64_features"):
+            features = entry.get(key)
+            if features is not None and (not isinstance(features, list) or len(features) > MAX_X86_FEATURES
+                                         or not all(isinstance(f, str) and f and "\0" not in f for f in features)):
+                raise _fail(f"{where}: \"{key}\" must be an array of at most {MAX_X86_FEATURES} non-empty "
+                            f"strings without NULs")
         kernels = entry.get("kernels")
         if kernels is None:
             continue

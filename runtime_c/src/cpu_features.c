@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cpu_features_aarch64.h"
 #include "internal.h"
 
 /* more names than any real CPU has: a longer list is a damaged manifest */
@@ -171,6 +172,10 @@ static aot_status_t feature_list(const aot__json_t* cpu_entry, const aot__json_t
 
 aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* names, size_t size,
                               size_t* out_count, aot_error_t* err) {
+#if defined(__aarch64__)
+  /* an aarch64 entry lists "aarch64_features", looked up in the kernel's hwcaps */
+  return aot__aarch64_lacking(cpu_entry, aot__aarch64_caps(), names, size, out_count, err);
+#endif
   *out_count = 0;
   if (size) names[0] = '\0';
   const aot__json_t* list;
@@ -204,7 +209,7 @@ aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t* err) {
   size_t lacking;
   aot_status_t st = aot__cpu_lacking(cpu_entry, names, sizeof names, &lacking, err);
   if (st || !lacking) return st;
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
   const char* built_for = NULL;
   const aot__json_t* c = aot__json_get(cpu_entry, "cpu");
   if (c && c->kind == AOT_JSON_STRING && strlen(c->str) == c->str_len && c->str[0])
