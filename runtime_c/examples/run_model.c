@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   aot_tensor_info_t info;
   if (n_in == 0 && n_out == 0) {
     printf("model %s\n", aot_model_name(model));
+    const char* variant = aot_model_cpu_variant(model); /* "" for a GPU-only artifact */
+    if (variant[0]) printf("cpu variant %s\n", variant);
     for (uint32_t i = 0; i < ni; i++)
       if (aot_model_input_info(model, i, &info, NULL) == AOT_OK) print_info("input", &info);
     for (uint32_t i = 0; i < no; i++)

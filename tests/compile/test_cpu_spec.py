@@ -27,6 +27,15 @@ def test_portable_is_avx512_then_avx2():
     assert [t.cpu for t in resolve_cpu_targets("portable")] == ["x86-64-v4", "x86-64-v3"]
 
 
+def test_portable_arch_names_that_row_whatever_the_host():
+    assert [t.cpu for t in resolve_cpu_targets("portable-x86_64")] == ["x86-64-v4", "x86-64-v3"]
+    assert [(t.arch, t.cpu) for t in resolve_cpu_targets("portable-aarch64")] == [
+        ("aarch64", "neoverse-v1"), ("aarch64", "neoverse-n1"), ("aarch64", "generic")]
+    assert len(resolve_cpu_targets("portable-x86_64,portable-aarch64")) == 5
+    with pytest.raises(ArgumentError, match="'portable' is defined for x86_64, aarch64.*not riscv64"):
+        resolve_cpu_targets("portable-riscv64")
+
+
 def test_a_list_keeps_its_order_and_may_mix_architectures():
     targets = resolve_cpu_targets("x86-64-v3, x86-64-v4,neoverse-n1")
     assert [(t.arch, t.cpu) for t in targets] == [("x86_64", "x86-64-v3"), ("x86_64", "x86-64-v4"),

@@ -146,9 +146,6 @@ def test_sve_code_is_refused_on_a_cpu_without_sve(sample_dir, run_model, tmp_pat
     x, expected = _reference(path)
     artifact = tmp_path / "lenet.aot"
     result = compile_model(path, artifact, cpu="neoverse-v1")
-    if "aarch64_features" not in result.manifest["cpu"][0]:
-        pytest.skip("the manifest does not list aarch64 features yet (CpuTarget.aarch64_features has them; "
-                    "the driver is to write them and cpu_features.c to hand them to cpu_features_aarch64.c)")
     assert "sve" in result.manifest["cpu"][0]["aarch64_features"]
     got = _run_under_qemu(run_model, artifact, x, expected.shape, "neoverse-n1")
     assert not isinstance(got, np.ndarray), "SVE code ran on a CPU without SVE"
@@ -177,3 +174,30 @@ def test_one_artifact_with_x86_and_aarch64_code_runs_on_both(sample_dir, run_mod
     got = _run_under_qemu(run_model, artifact, x, expected.shape, "neoverse-n1")
     assert isinstance(got, np.ndarray), f"run_model under qemu failed ({got.returncode}): {got.stderr}"
     _assert_matches(got, expected)
+
+
+def _variant_under_qemu(run_model: Path, artifact: Path, qemu_cpu: str) -> str:
+    """The CPU variant the aarch64 runtime loads from `artifact` on qemu's `qemu_cpu`."""
+    done = subprocess.run([QEMU, "-cpu", qemu_cpu, str(run_model), str(artifact)], capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("cpu variant ")]
+    assert len(lines) == 1, done.stdout
+    return lines[0].removeprefix("cpu variant ")
+
+
+def test_portable_aarch64_runs_the_best_variant_each_cpu_has(sample_dir, run_model, tmp_path):
+    """--cpu portable-aarch64 (built on this x86 host): neoverse-v1, neoverse-n1 and generic code
+    in one artifact; an SVE CPU loads the first, a Neoverse N1 the second, a Cortex-A57 (Armv8.0)
+    the third, each matching onnxruntime."""
+    path = sample_dir["lenet"]
+    x, expected = _reference(path)
+    artifact = tmp_path / "lenet.aot"
+    result = compile_model(path, artifact, cpu="portable-aarch64")
+    assert [c["cpu"] for c in result.manifest["cpu"]] == ["neoverse-v1", "neoverse-n1", "generic"]
+    for qemu_cpu, variant in (("max,sve-default-vector-length=32", "neoverse-v1"), ("neoverse-n1", "neoverse-n1"),
+                              ("cortex-a57", "generic")):
+        assert _variant_under_qemu(run_model, artifact, qemu_cpu) == variant, qemu_cpu
+        got = _run_under_qemu(run_model, artifact, x, expected.shape, qemu_cpu)
+        assert isinstance(got, np.ndarray), f"run_model under -cpu {qemu_cpu} failed ({got.returncode}): {got.stderr}"
+        _assert_matches(got, expected)

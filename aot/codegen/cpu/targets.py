@@ -5,7 +5,9 @@ arena, one kernel list); the runtime loads the first variant for its architectur
 features the machine has (packaging/FORMAT.md, `cpu`). What `--cpu` accepts:
 
     portable        the default on a host with a PORTABLE row: on x86-64, x86-64-v4 (AVX-512)
-                    then x86-64-v3 (AVX2, FMA), so one artifact runs well on every x86 server
+                    then x86-64-v3 (AVX2, FMA), so one artifact runs well on every x86 server;
+                    on aarch64, neoverse-v1 (SVE), neoverse-n1, generic-aarch64
+    portable-ARCH   that row whatever the host (portable-aarch64 built on an x86 machine)
     native          one variant for this machine (the default on a host without a row)
     znver4          one CPU name, or TRIPLE:CPU[:FEATURES] (CpuTarget.from_name)
     a,b,c           several, in the order given (the runtime takes the first that runs);
@@ -28,6 +30,9 @@ PORTABLE = "portable"
 # per host architecture, what `portable` means, best first (x86: AVX-512 before AVX2)
 PORTABLE_VARIANTS: dict[str, tuple[str, ...]] = {
     "x86_64": ("x86-64-v4", "x86-64-v3"),
+    # SVE (Graviton3, Grace), then Armv8.2 with dot products (Graviton2, Ampere Altra), then
+    # any Armv8.0 (Cortex-A72 boards): the runtime checks each one's aarch64_features
+    "aarch64": ("neoverse-v1", "neoverse-n1", "generic-aarch64"),
 }
 # the f32 lanes of the packed dot/conv layouts every variant shares: one plan, one weights
 # section, so every target reads the same layout (issue 16: 16 lanes everywhere, a vector of
@@ -68,7 +73,9 @@ def resolve_cpu_targets(spec: str | None) -> list[CpuTarget]:
     names: list[str] = []
     for item in items:
         if item == PORTABLE:
-            names.extend(_portable_names(spec))
+            names.extend(_portable_names(spec, host_arch()))
+        elif item.startswith(f"{PORTABLE}-"):
+            names.extend(_portable_names(spec, item[len(PORTABLE) + 1:]))
         else:
             names.append(item)
     targets = [CpuTarget.from_name(name) for name in names]
@@ -76,7 +83,7 @@ def resolve_cpu_targets(spec: str | None) -> list[CpuTarget]:
     for name, target in zip(names, targets):
         key = (target.arch, target.cpu)
         if key in seen and seen[key] == name:  # through portable
-            raise ArgumentError(f"cpu {spec!r} names {name!r} twice (portable is {','.join(_portable_names(spec))})")
+            raise ArgumentError(f"cpu {spec!r} names {name!r} twice (portable is {','.join(_portable_names(spec, host_arch()))})")
         if key in seen:  # the runtime and AOT_CPU_VARIANT tell variants apart by CPU name
             raise ArgumentError(f"cpu {spec!r}: {seen[key]!r} and {name!r} are both {target.cpu} code for "
                                 f"{target.arch}; one artifact holds one variant per CPU name")
@@ -84,11 +91,10 @@ def resolve_cpu_targets(spec: str | None) -> list[CpuTarget]:
     return targets
 
 
-def _portable_names(spec: str) -> tuple[str, ...]:
-    arch = host_arch()
+def _portable_names(spec: str, arch: str) -> tuple[str, ...]:
     if arch not in PORTABLE_VARIANTS:
-        raise ArgumentError(f"cpu {spec!r}: 'portable' is defined for {', '.join(PORTABLE_VARIANTS)} hosts, "
-                            f"not {arch}; name the CPUs (e.g. native)")
+        raise ArgumentError(f"cpu {spec!r}: 'portable' is defined for {', '.join(PORTABLE_VARIANTS)} "
+                            f"(portable-{' or portable-'.join(PORTABLE_VARIANTS)}), not {arch}; name the CPUs (e.g. native)")
     return PORTABLE_VARIANTS[arch]
 
 
