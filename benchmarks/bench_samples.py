@@ -7,16 +7,17 @@
 Every engine (aot and onnxruntime, one session each per thread count) runs in
 this one process, timed side by side in alternating blocks of runs
 (benchmarks/side_by_side.py), so the ratios compare runs made under the same
-machine load. The header names the CPU and the code path the artifact was
-built for (`--cpu`, default native: avx512, avx2 or narrow). Prints medians,
-aot/onnxruntime per thread count (above 1: aot is slower), aot's own 2-thread
-over 1-thread time, the geometric means, and artifact bytes against the ONNX
-file and weight bytes.
+machine load. The header names the CPU with its own code path and CPU count,
+and the code path the artifact was built for (`--cpu`, default native:
+avx512, avx2 or narrow). Prints medians, aot/onnxruntime per thread count
+(above 1: aot is slower), aot's own 2-thread over 1-thread time, the
+geometric means, and artifact bytes against the ONNX file and weight bytes.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
 import time
@@ -102,8 +103,8 @@ def main() -> None:
 
             paths = {name: make_benchmarks.make(name, out) for name in (args.models or make_benchmarks.MODELS)}
         names = args.models or list(paths)
-        print(f"CPU: {cpu_model_name()}; aot --cpu {args.cpu} ({code_path}); threads {args.threads}; "
-              f"runs {args.runs}; medians; aot/ort above 1: aot slower")
+        print(f"CPU: {cpu_model_name()} ({CpuTarget.host().code_path}, {os.cpu_count()} CPUs); aot --cpu {args.cpu} "
+              f"({code_path}); threads {args.threads}; runs {args.runs}; medians; aot/ort above 1: aot slower")
         cols = "".join(f" {'aot ms ' + str(n) + 't':>10} {'ort ms ' + str(n) + 't':>10} {'aot/ort':>7}" for n in threads)
         scaling = f" {'aot ' + str(threads[-1]) + 't/' + str(threads[0]) + 't':>9}" if len(threads) > 1 else ""
         print(f"{'model':<12}{cols}{scaling} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>9}")
