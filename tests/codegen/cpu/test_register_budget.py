@@ -7,9 +7,12 @@ reduction (AVX2 at 16 lanes before the rule: 12 "vectors" of two ymm each, 1.6-2
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from aot.codegen.cpu import CpuTarget
+from aot.codegen.cpu import CpuTarget, build_module, optimize
+from aot.codegen.cpu import packed_conv
 from aot.codegen.cpu.conv1x1 import Pointwise, is_pointwise_conv
 from aot.codegen.cpu.dot_dynamic import DynamicDot
 from aot.codegen.cpu.packed_conv import ConvGeometry, _conv_match
@@ -108,3 +111,47 @@ def test_packed_conv_tile_fits_the_registers(cpu, x_shape, o, kernel, strides):
         assert g.per_item == 2  # AVX-512 pairs channel blocks (where they split into pairs)
     if target.code_path == "avx2" and x_shape[2] >= 56:
         assert (g.per_item, g.pixels) == (1, 6)
+
+
+# -- in the machine code: no stack traffic in a microkernel's FMA loop ----------------------
+def _fma_loops_touching_the_stack(make, cpu: str) -> tuple[int, int]:
+    """(FMA loops, those that load or store the stack) in the code for `cpu`: a one-block loop
+    (a label, then code without another block up to the jump back to the label) with 8+ FMAs
+    is a microkernel's reduction step; a stack operand there is a spilled value."""
+    target = _target(cpu)
+    module, _ = build_module(run_pipeline(make()), target)
+    machine = target.target_machine()
+    assembly = machine.emit_assembly(optimize(module, machine))
+    loops: list[str] = []
+    label, body = None, []
+    for line in assembly.splitlines():
+        block = re.match(r"^([.\w]+):", line)
+        if block or re.match(r"^\s*# %bb", line):  # a labelled block, or one entered by falling through
+            label, body = block.group(1) if block else None, []
+            continue
+        jump = re.match(r"^\s+j\w+\s+(\S+)$", line)
+        if jump:
+            if label is not None and jump.group(1) == label and "".join(body).count("vfmadd") >= 8:
+                loops.append("\n".join(body))
+            label = None  # the block ends at its first jump
+        body.append(line)
+    return len(loops), sum(1 for body in loops if "(%rsp)" in body)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+@pytest.mark.parametrize("make", [
+    conv2d((1, 64, 56, 56), 64, (3, 3), padding=((1, 1), (1, 1))),  # resnet18's 3x3 convs
+    conv2d((1, 32, 28, 28), 64, (1, 1)),  # a pointwise conv
+    dense(64, 256, 256),  # a 6-row dot tile
+], ids=["conv3x3", "pointwise", "dot"])
+def test_microkernel_loops_keep_their_values_in_registers(cpu, make):
+    loops, spilling = _fma_loops_touching_the_stack(make, cpu)
+    assert loops and spilling == 0, (loops, spilling)
+
+
+def test_unrolled_taps_would_spill_on_avx2(monkeypatch):
+    """The check above can fail: AVX2 code with a row's taps unrolled (as AVX-512 has them)
+    keeps the shared broadcasts live and spills (the 3x3 convs' loop before the rule)."""
+    monkeypatch.setattr(packed_conv, "_taps_unrolled", lambda *args: True)
+    _, spilling = _fma_loops_touching_the_stack(conv2d((1, 64, 56, 56), 64, (3, 3), padding=((1, 1), (1, 1))), "haswell")
+    assert spilling > 0
