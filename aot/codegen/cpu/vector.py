@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from aot.arith import ceil_div
 from aot.codegen.loops import const_i64
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
@@ -23,7 +24,7 @@ ACCUMULATOR_SHARE = (3, 4)
 
 def registers_per_vector(target: CpuTarget, lanes: int) -> int:
     """Vector registers one `lanes`-wide f32 vector takes on `target`."""
-    return -(-lanes // target.register_lanes)
+    return ceil_div(lanes, target.register_lanes)
 
 
 def accumulator_budget(target: CpuTarget, lanes: int) -> int:
