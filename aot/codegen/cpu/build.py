@@ -178,15 +178,16 @@ def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int]
         printed = dict(zip([(v, k) for v in variants for k in kernels],
                            run(_print_body, [(v, k) for v in variants for k in kernels])))
         # one compile per distinct (variant, body) the cache lacks; the largest first
-        users: dict[tuple[int, str], list[int]] = {}
-        for (v, k), p in printed.items():
-            users.setdefault((v, p.symbol), []).append(k)
+        users: dict[tuple[int, str], int] = {}  # kernels waiting for each compile
+        for (v, _), p in printed.items():
+            if p.cached is None:
+                users[v, p.symbol] = users.get((v, p.symbol), 0) + 1
         advance(sum(1 for p in printed.values() if p.cached is not None))
         missing = {(v, p.symbol): p.text for (v, _), p in printed.items() if p.cached is None and p.text is not None}
         order = sorted(missing, key=lambda key: (-len(missing[key]), key))
         compiled: dict[tuple[int, str], bytes] = {}
         for key, obj in zip(order, run(_compile, [(key[0], missing[key], frozenset()) for key in order],
-                                       lambda i: advance(len(users[order[i]])))):
+                                       lambda i: advance(users[order[i]]))):
             compiled[key] = obj
     results = []
     for v in variants:

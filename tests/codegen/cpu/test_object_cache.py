@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from aot.codegen.cpu import emit_cpu
-from aot.codegen.cpu import build as build_module
 from aot.codegen.cpu.cache import MAGIC, ObjectCache, default_cache_dir, object_key
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir import DType
