@@ -17,7 +17,10 @@ is optimized and compiled, the largest first. Why processes and not threads: llv
 serializes every call into LLVM behind one lock (llvmlite.binding.ffi), so threads would
 run LLVM one at a time. The workers are forked once the plan exists and read it from
 memory. Same plan, same bytes, whichever process built what
-(tests/codegen/cpu/test_parallel_build.py).
+(tests/codegen/cpu/test_parallel_build.py). A forked worker runs only Python and LLVM:
+a thread of the caller that holds llvmlite's lock at that moment would leave it held
+in the worker, so a caller compiling from several threads sets AOT_JOBS=1 (no
+workers; also what a daemonic process, which may not fork, gets).
 """
 from __future__ import annotations
 
