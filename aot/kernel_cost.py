@@ -1,10 +1,10 @@
 """Estimated single-core time of a kernel: the manifest's `cost_ns`.
 
 The C runtime splits a kernel across a context's threads only when this
-estimate gives at least two chunks of two microseconds or more
-(runtime_c/src/schedule.c): handing work to another core costs about a
-microsecond, plus moving the operands between the cores' caches, and most
-kernels of a small transformer take less than that. Below the threshold the
+estimate gives at least two chunks of five microseconds or more
+(AOT__MIN_CHUNK_NS, runtime_c/src/internal.h): handing work to another core
+costs about a microsecond, plus moving the operands and results between the
+cores' caches, and most kernels of a small transformer take less than that. Below the threshold the
 calling thread runs the kernel whole and no other thread is woken.
 
 The estimate decides whether a context starts threads at all, and splits

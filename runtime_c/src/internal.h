@@ -320,10 +320,14 @@ AOT_HIDDEN aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* nam
  * starts late or runs slow takes fewer; more chunks balance better but cost
  * more claims */
 #define AOT__CHUNKS_PER_THREAD 4
-/* the least estimated work of one chunk: well above the cost of a claim and
- * a hand-off between cores (a few hundred nanoseconds) and of moving a
- * chunk's operands to another core's cache */
-#define AOT__MIN_CHUNK_NS 2000
+/* the least estimated (or measured, threadpool.c) work of one chunk: well
+ * above the cost of a claim and a hand-off between cores (a few hundred
+ * nanoseconds) and of moving a chunk's operands to another core's cache and
+ * its result back, which is what small kernels lose to: with 2 us, lenet's two
+ * 4-5 us kernels went in two chunks each and its 2-thread runs took 1.15-1.5x
+ * its 1-thread ones (21 us) on a 2-core Zen 4 VM; with 5 us, 0.98-1.01, and
+ * mlp and bert_mini split alike (2-thread/1-thread 0.5-0.6) */
+#define AOT__MIN_CHUNK_NS 5000
 /* the most chunks of one kernel (the pool packs the count into 16 bits) */
 #define AOT__MAX_CHUNKS 4096
 /* How a kernel's [0, work) is cut: `chunks` chunks of `items` items (the last
