@@ -142,8 +142,10 @@ typedef struct aot_context_options {
   uint32_t num_threads; /* 0 or 1: run the entry on the calling thread;
                            n > 1: a pool of n-1 workers plus the caller.
                            Kernels too small to pay for a hand-off run on the
-                           caller, and a model with only such kernels starts
-                           no workers. The workers poll (yielding the CPU)
+                           caller (judged by the compiler's estimate, then by
+                           their times in the context's first two runs, which
+                           run such kernels on the caller), and a model with
+                           only such kernels starts no workers. The workers poll (yielding the CPU)
                            while a run is in flight and for 50 us after it,
                            then sleep, so give a context no more threads than
                            it has cores; ignored by a CUDA context */
