@@ -365,6 +365,18 @@ static void append(char* buf, size_t size, size_t* used, const char* fmt, ...) {
   if (n > 0) *used = (size_t)n < size - *used ? *used + (size_t)n : size - 1;
 }
 
+/* Whether cpu entry t is for this host's architecture, and its "cpu" name (NULL: unnamed). */
+static aot_status_t host_entry(const aot__json_t* t, int* is_host, const char** name, aot_error_t* err) {
+  const char* arch;
+  aot_status_t st;
+  *is_host = 0;
+  *name = NULL;
+  if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
+  if (strcmp(arch, HOST_ARCH) != 0) return AOT_OK;
+  *is_host = 1;
+  return aot__manifest_string(t, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, name, err);
+}
+
 /* The variant named AOT_CPU_VARIANT among the host's entries, which this machine must run
  * (the message names what it lacks), or a message naming the variants there are. */
 static aot_status_t pick_forced(const aot__json_t* cpu, const char* forced, const aot__json_t** out,
@@ -372,11 +384,11 @@ static aot_status_t pick_forced(const aot__json_t* cpu, const char* forced, cons
   char names[256] = "";
   size_t used = 0;
   for (const aot__json_t* t = cpu->first; t; t = t->next) {
-    const char *arch, *name;
+    const char* name;
+    int is_host;
     aot_status_t st;
-    if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
-    if (strcmp(arch, HOST_ARCH) != 0) continue;
-    if ((st = aot__manifest_string(t, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, &name, err))) return st;
+    if ((st = host_entry(t, &is_host, &name, err))) return st;
+    if (!is_host) continue;
     if (name && strcmp(name, forced) == 0) {
       if ((st = aot__cpu_check(t, err))) {
         aot__error_prefix(err, AOT_CPU_VARIANT_ENV "=%s: ", forced);
@@ -399,11 +411,11 @@ static aot_status_t pick_first(const aot__json_t* cpu, const aot__json_t** out, 
   size_t used = 0, variants = 0;
   const aot__json_t* only = NULL;
   for (const aot__json_t* t = cpu->first; t; t = t->next) {
-    const char *arch, *name;
+    const char* name;
+    int is_host;
     aot_status_t st;
-    if ((st = aot__manifest_string(t, "arch", "manifest: cpu[]", 1, &arch, err))) return st;
-    if (strcmp(arch, HOST_ARCH) != 0) continue;
-    if ((st = aot__manifest_string(t, "cpu", "manifest: cpu[" HOST_ARCH "]", 0, &name, err))) return st;
+    if ((st = host_entry(t, &is_host, &name, err))) return st;
+    if (!is_host) continue;
     char lacks[AOT_ERROR_MESSAGE_SIZE];
     size_t count;
     if ((st = aot__cpu_lacking(t, lacks, sizeof lacks, &count, err))) return st;
