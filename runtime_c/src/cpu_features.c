@@ -151,21 +151,21 @@ static const char* missing(const cpu_t* cpu, const char* name) {
 }
 #endif /* __x86_64__ */
 
-/* The "x86_features" of cpu_entry, checked for form: NULL when the entry has none to check
- * (absent, null: an older compiler's artifact, or empty). */
-static aot_status_t feature_list(const aot__json_t* cpu_entry, const aot__json_t** out,
-                                 aot_error_t* err) {
+/* cpu_entry's feature list `key` ("x86_features", "aarch64_features"), checked for form:
+ * NULL when the entry has none to check (absent, null: an older compiler's artifact, or
+ * empty). */
+aot_status_t aot__cpu_feature_list(const aot__json_t* cpu_entry, const char* key,
+                                   const aot__json_t** out, aot_error_t* err) {
   *out = NULL;
-  const aot__json_t* list = aot__json_get(cpu_entry, "x86_features");
+  const aot__json_t* list = aot__json_get(cpu_entry, key);
   if (!list || list->kind == AOT_JSON_NULL) return AOT_OK;
   if (list->kind != AOT_JSON_ARRAY || list->count > MAX_FEATURES)
-    return aot__fail(err, AOT_ERR_FORMAT,
-                     "manifest: cpu: \"x86_features\" must be an array of at most %u names",
-                     MAX_FEATURES);
+    return aot__fail(err, AOT_ERR_FORMAT, "manifest: cpu: \"%s\" must be an array of at most %u names",
+                     key, MAX_FEATURES);
   for (const aot__json_t* f = list->first; f; f = f->next)
     if (f->kind != AOT_JSON_STRING || strlen(f->str) != f->str_len || !f->str[0])
       return aot__fail(err, AOT_ERR_FORMAT,
-                       "manifest: cpu: \"x86_features\" must hold non-empty strings without NULs");
+                       "manifest: cpu: \"%s\" must hold non-empty strings without NULs", key);
   if (list->count) *out = list;
   return AOT_OK;
 }
@@ -179,7 +179,7 @@ aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* names, size_t 
   *out_count = 0;
   if (size) names[0] = '\0';
   const aot__json_t* list;
-  aot_status_t st = feature_list(cpu_entry, &list, err);
+  aot_status_t st = aot__cpu_feature_list(cpu_entry, "x86_features", &list, err);
   if (st || !list) return st;
 #if defined(__x86_64__)
   cpu_t cpu;

@@ -17,8 +17,6 @@
 #include <sys/auxv.h>
 #endif
 
-/* more names than any real CPU has: a longer list is a damaged manifest */
-#define MAX_FEATURES 256u
 
 /* the bits, from Linux's arch/arm64/include/uapi/asm/hwcap.h (spelt out: older kernel
  * headers lack the newer ones, and the table is read on every architecture in tests) */
@@ -65,16 +63,9 @@ aot_status_t aot__aarch64_lacking(const aot__json_t* cpu_entry, aot__aarch64_cap
                                   aot_error_t* err) {
   *out_count = 0;
   if (size) names[0] = '\0';
-  const aot__json_t* list = aot__json_get(cpu_entry, "aarch64_features");
-  if (!list || list->kind == AOT_JSON_NULL) return AOT_OK;
-  if (list->kind != AOT_JSON_ARRAY || list->count > MAX_FEATURES)
-    return aot__fail(err, AOT_ERR_FORMAT,
-                     "manifest: cpu: \"aarch64_features\" must be an array of at most %u names",
-                     MAX_FEATURES);
-  for (const aot__json_t* f = list->first; f; f = f->next)
-    if (f->kind != AOT_JSON_STRING || strlen(f->str) != f->str_len || !f->str[0])
-      return aot__fail(err, AOT_ERR_FORMAT,
-                       "manifest: cpu: \"aarch64_features\" must hold non-empty strings without NULs");
+  const aot__json_t* list;
+  aot_status_t st = aot__cpu_feature_list(cpu_entry, "aarch64_features", &list, err);
+  if (st || !list) return st;
   size_t used = 0;
   for (const aot__json_t* f = list->first; f; f = f->next) {
     const char* why = missing(caps, f->str);

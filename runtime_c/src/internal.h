@@ -312,6 +312,8 @@ AOT_HIDDEN aot_status_t aot__cpu_check(const aot__json_t* cpu_entry, aot_error_t
 /* The same look-up without the verdict: *out_count features of cpu_entry this machine
  * lacks, named (comma-separated, truncated to fit) in names[size]; AOT_ERR_FORMAT for a
  * malformed list. Picks the first variant that runs (model.c). */
+AOT_HIDDEN aot_status_t aot__cpu_feature_list(const aot__json_t* cpu_entry, const char* key,
+                                              const aot__json_t** out, aot_error_t* err);
 AOT_HIDDEN aot_status_t aot__cpu_lacking(const aot__json_t* cpu_entry, char* names, size_t size,
                                          size_t* out_count, aot_error_t* err);
 
