@@ -16,7 +16,17 @@ masked loads that read 0 for padding (rows above/below the input mask every
 lane). Stride 2 loads two overlapping vectors and keeps the even columns;
 other strides load lane by lane. The last block of a row starts at OW - LANES
 and overlaps its neighbour (the overlap is recomputed, not read back), so no
-partial vector except for rows narrower than LANES. The fused epilogue (bias,
+partial vector except for rows narrower than LANES.
+
+Plane mode (plane_mode: stride 1, output rows as wide as the input's, planes of
+LANES to MAX_PLANE_VECTORS vectors): a work item is a whole output plane (n, o),
+flattened, so rows of 28 pixels and narrower do not each cost one or two masked,
+partly empty border blocks (mobilenetv2's 7x7 planes: 4 vectors instead of 7
+blocks of 7 lanes). Tap (i, j) of output pixel p reads input p + (i*dh - ph)*W
++ (j*dw - pw): one vector load at a constant offset per tap, its padding lanes
+(columns off the row's ends, rows off the plane) a compile-time mask: a select
+after a plain load inside the plane, a masked load where it reaches past it.
+A tap that is padding in every lane is skipped. The fused epilogue (bias,
 ReLU6, residual, ...) runs per element on the accumulator lanes through
 ElementalEmitter.substitute (epilogue.py).
 
@@ -37,7 +47,7 @@ from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue, elementwise_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.math import F32
+from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import fma, load_vector, masked_load, splat, store_vector, vector_of
 from aot.ir.graph import Node
@@ -48,6 +58,8 @@ from aot.plan import Kernel
 LANES = 16
 # unrolled taps per output (C/g * KH * KW): each holds a broadcast weight register
 MAX_TAPS = 64
+# plane mode (plane_mode): output planes of up to this many vectors are unrolled whole
+MAX_PLANE_VECTORS = 64
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 ZERO = const_i64(0)
@@ -268,7 +280,110 @@ def _items(kernel: Kernel) -> int:
     conv = _conv_node(kernel)
     assert conv is not None
     n, o, oh, _ = conv.out.type.shape
-    return n * o * oh
+    return n * o if plane_mode(conv_window(conv)) else n * o * oh
+
+
+# == plane mode: a whole output plane per work item ====================================
+def plane_mode(w: Window) -> bool:
+    """Stride 1 and rows as wide as the input's: output pixel p = oh*W + ow of a plane reads
+    input p + (i*dh - ph)*W + (j*dw - pw) at tap (i, j), so the flattened plane is a run of
+    vectors and each tap one vector load at a constant offset whose padding lanes are known
+    at compile time. Taken for planes of LANES to MAX_PLANE_VECTORS vectors: rows of 28 and
+    narrower would otherwise be one or two border blocks each, masked and partly empty."""
+    pixels = w.out_h * w.out_w
+    return w.strides == (1, 1) and w.out_w == w.width and LANES <= pixels <= MAX_PLANE_VECTORS * LANES
+
+
+def plane_vector_starts(w: Window) -> list[int]:
+    """First pixel of each vector of a flattened output plane; the last one moved back to
+    end at the plane's end (it overlaps its neighbour), so every vector is whole."""
+    pixels = w.out_h * w.out_w
+    return [min(start, pixels - LANES) for start in range(0, pixels, LANES)]
+
+
+def _tap_mask(w: Window, start: int, i: int, j: int) -> list[bool]:
+    """Lanes of the vector at `start` whose tap (i, j) reads inside the input (not padding)."""
+    mask = []
+    for p in range(start, start + LANES):
+        h = p // w.out_w + i * w.dilation[0] - w.pad_low[0]
+        col = p % w.out_w + j * w.dilation[1] - w.pad_low[1]
+        mask.append(0 <= h < w.height and 0 <= col < w.width)
+    return mask
+
+
+def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, start: int, i: int, j: int,
+              mask: list[bool], name: str) -> ir.Value:
+    """<LANES x f32>: tap (i, j) of the vector at `start`, 0 where it reads padding; in pieces
+    one register wide. A piece that stays inside the plane is a plain load (a padding lane
+    reads the row before or after), its padding lanes then zeroed (a select, never a
+    multiply: that memory may hold NaN); one reaching past the plane is a masked load, so
+    nothing outside the buffer is read; an all-padding piece is a constant (as masked_load
+    does: LLVM mishandles an all-false piece of a split mask on AVX2, issue 9)."""
+    at = start + (i * w.dilation[0] - w.pad_low[0]) * w.width + j * w.dilation[1] - w.pad_low[1]
+    piece = min(LANES, target.register_lanes)
+    vec = vector_of(piece)
+    zero = ir.Constant(vec, [0.0] * piece)
+    parts = []
+    for first in range(0, LANES, piece):
+        bits = mask[first:first + piece]
+        offset = at + first
+        if not any(bits):
+            parts.append(zero)
+        elif 0 <= offset and offset + piece <= w.height * w.width:
+            loaded = load_vector(b, plane, const_i64(offset), piece, f"{name}.{first}")
+            parts.append(loaded if all(bits) else b.select(ir.Constant(ir.VectorType(I1, piece), bits), loaded, zero))
+        else:
+            fn = intrinsic(b.module, f"llvm.masked.load.v{piece}f32.p0", vec, [vec.as_pointer(), ir.VectorType(I1, piece), vec])
+            addr = b.bitcast(b.gep(plane, [const_i64(offset)]), vec.as_pointer())  # not inbounds: it may point outside
+            parts.append(b.call(fn, [addr, ir.Constant(ir.VectorType(I1, piece), bits), zero], name=f"{name}.{first}"))
+    while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
+        width = parts[0].type.count
+        both = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(lo, hi, both) for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _emit_plane(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Value, planes: list[ir.Value],
+                taps: list[ir.Value]) -> None:
+    """Output plane (n, o), flattened, vector by vector (plane_mode); every offset and mask compile-time."""
+    b = ctx.builder
+    kh, kw = w.kh, w.kw
+    pixels = w.out_h * w.out_w
+    out_plane = b.mul(b.add(b.mul(n, const_i64(conv.out.type.shape[1])), o), const_i64(pixels), flags=["nuw", "nsw"])
+    stored = 0  # pixels already stored: the last vector stores only its new lanes
+    for v, start in enumerate(plane_vector_starts(w)):
+        acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
+        for i in range(kh):
+            for j in range(kw):
+                mask = _tap_mask(w, start, i, j)
+                if not any(mask):
+                    continue  # the tap reads padding in every lane
+                for c, plane in enumerate(planes):
+                    xv = _load_tap(b, ctx.target, w, plane, start, i, j, mask, f"x{v}_{c}_{i}_{j}")
+                    acc = fma(b, xv, taps[(c * kh + i) * kw + j], acc, "acc")
+        ctx.elemental.push_scope()
+        _store_plane_vector(ctx, conv, w, acc, n, o, out_plane, start, stored)
+        ctx.elemental.pop_scope()
+        stored = start + LANES
+
+
+def _store_plane_vector(ctx: KernelContext, conv: Node, w: Window, acc: ir.Value, n: ir.Value, o: ir.Value,
+                        out_plane: ir.Value, start: int, stored: int) -> None:
+    """Store pixels start .. start+LANES-1 of the plane, those below `stored` (already stored by
+    the previous vector) only where the root is the conv itself: an epilogue may read a
+    residual that the root overwrites in place, so a pixel's epilogue runs once."""
+    b = ctx.builder
+    first = b.add(out_plane, const_i64(start), flags=["nuw", "nsw"])
+    if ctx.kernel.root is conv.out:
+        store_vector(b, ctx.out_ptr, first, acc, "out")
+        return
+    elements = []
+    for lane in range(max(0, stored - start), LANES):
+        p = start + lane
+        scalar = b.extract_element(acc, ir.Constant(I32, lane), name=f"lane{lane}")
+        index = [n, o, const_i64(p // w.out_w), const_i64(p % w.out_w)]
+        elements.append((scalar, index, b.add(first, const_i64(lane), flags=["nuw", "nsw"])))
+    store_epilogue(ctx, Epilogue(conv), elements)
 
 
 def _emit(ctx: KernelContext) -> None:
@@ -282,8 +397,11 @@ def _emit(ctx: KernelContext) -> None:
     per_group = out_channels // conv.attrs["groups"]
     w = conv_window(conv)
     x_ptr, w_ptr = ctx.params[id(x)], ctx.params[id(weight)]
+    whole_planes = plane_mode(w)
     with for_range(b, ctx.begin, ctx.end, "item") as item:
-        n, o, oh = delinearize(b, item, (n_size, out_channels, out_h), "item")
+        # an item is an output plane (n, o) in plane mode, an output row (n, o, oh) otherwise
+        index = delinearize(b, item, (n_size, out_channels) if whole_planes else (n_size, out_channels, out_h), "item")
+        n, o = index[:2]
         # the item's taps, broadcast once: w[o, c, i, j]
         tap_base = b.mul(o, const_i64(group_channels * kh * kw), flags=["nuw", "nsw"])
         taps = [splat(b, b.load(b.gep(w_ptr, [b.add(tap_base, const_i64(t))], inbounds=True), align=4), LANES, f"w{t}")
@@ -294,19 +412,30 @@ def _emit(ctx: KernelContext) -> None:
             channel = b.add(first_channel, const_i64(c))
             plane = b.mul(b.add(b.mul(n, const_i64(in_channels)), channel), const_i64(w.height * w.width))
             planes.append(b.gep(x_ptr, [plane], inbounds=True, name=f"plane{c}"))
-        out_row = b.mul(b.add(b.mul(b.add(b.mul(n, const_i64(out_channels)), o), const_i64(out_h)), oh), const_i64(out_w))
+        if whole_planes:
+            _emit_plane(ctx, conv, w, n, o, planes, taps)
+        else:
+            _emit_row(ctx, conv, w, n, o, index[2], planes, taps)
 
-        def block(ow0: ir.Value, checked: bool) -> None:
-            acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
-            for c, plane in enumerate(planes):
-                for i in range(kh):
-                    row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), checked)
-                    for j in range(kw):
-                        xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, checked, 0.0)
-                        acc = fma(b, xv, taps[(c * kh + i) * kw + j], acc, "acc")
-            store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
 
-        for_blocks(ctx, w, oh, block)
+def _emit_row(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Value, oh: ir.Value,
+              planes: list[ir.Value], taps: list[ir.Value]) -> None:
+    """Output row (n, o, oh) in blocks of LANES columns."""
+    b = ctx.builder
+    out_channels = conv.out.type.shape[1]
+    out_row = b.mul(b.add(b.mul(b.add(b.mul(n, const_i64(out_channels)), o), const_i64(w.out_h)), oh), const_i64(w.out_w))
+
+    def block(ow0: ir.Value, checked: bool) -> None:
+        acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
+        for c, plane in enumerate(planes):
+            for i in range(w.kh):
+                row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), checked)
+                for j in range(w.kw):
+                    xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, checked, 0.0)
+                    acc = fma(b, xv, taps[(c * w.kh + i) * w.kw + j], acc, "acc")
+        store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
+
+    for_blocks(ctx, w, oh, block)
 
 
 DEPTHWISE_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)

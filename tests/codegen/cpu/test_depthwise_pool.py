@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
-from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES
+from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES, conv_window, plane_mode
 from aot.codegen.cpu.pool import POOL_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
@@ -81,6 +81,55 @@ def test_depthwise_bias_relu6(x_shape, kernel, strides, padding, dilation, targe
     # windows of 25+ taps read an explicitly padded input (layout pass): a pad kernel first
     padded = kernel[0] * kernel[1] >= 25 and any(p != (0, 0) for p in padding)
     assert emitters(plan) == [None, DEPTHWISE_EMITTER] if padded else [DEPTHWISE_EMITTER]
+
+
+# plane mode (stride 1, rows as wide as the input's, LANES to MAX_PLANE_VECTORS vectors per plane):
+# a whole plane per work item, flattened, every offset and padding mask known at compile time
+@pytest.mark.parametrize("x_shape,kernel,padding,dilation", [
+    ((1, 6, 7, 7), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # mobilenetv2's last blocks: 49 pixels, the last vector overlaps
+    ((2, 3, 14, 14), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # 196 pixels, rows narrower than the lanes
+    ((1, 2, 4, 4), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # exactly one vector: every tap crosses the plane's ends
+    ((1, 3, 9, 9), (3, 3), ((2, 2), (2, 2)), (2, 2)),  # dilated
+    ((1, 2, 11, 6), (5, 3), ((0, 4), (2, 0)), (1, 1)),  # high rows only, low columns only: out_h != H
+    ((1, 2, 32, 32), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # MAX_PLANE_VECTORS vectors
+])
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_depthwise_whole_planes(x_shape, kernel, padding, dilation, target):
+    make = depthwise_relu6(x_shape, kernel, (1, 1), padding, dilation)
+    conv = next(n for n in make().nodes if n.op == "conv")
+    assert plane_mode(conv_window(conv))
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+    n, c = x_shape[:2]
+    assert DEPTHWISE_EMITTER.work_items(plan.kernels[0], target) == n * c  # one item per plane
+
+
+@pytest.mark.parametrize("x_shape,strides,padding", [
+    ((1, 2, 33, 32), (1, 1), ((1, 1), (1, 1))),  # more than MAX_PLANE_VECTORS vectors
+    ((1, 2, 14, 14), (2, 2), ((1, 1), (1, 1))),  # stride 2
+    ((1, 2, 14, 14), (1, 1), ((1, 1), (0, 0))),  # output rows narrower than the input's
+    ((1, 2, 3, 5), (1, 1), ((1, 1), (1, 1))),  # a plane smaller than one vector
+])
+def test_depthwise_rows_where_planes_do_not_apply(x_shape, strides, padding):
+    make = depthwise_relu6(x_shape, (3, 3), strides, padding)
+    conv = next(n for n in make().nodes if n.op == "conv")
+    assert not plane_mode(conv_window(conv))
+    plan = check(make, feeds_for(make), pieces=3)
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+
+
+def test_depthwise_plane_nan_stays_in_its_windows():
+    # a padding lane of a plane-mode tap reads the row before or after (then zeroed): a NaN
+    # there must not leak into the neighbouring row's ends
+    make = conv2d((1, 2, 7, 7), 2, (3, 3), "none", groups=2, padding=((1, 1), (1, 1)))
+    feeds = feeds_for(make)
+    feeds["x"][0, 0, 2, 6] = np.nan
+    feeds["x"][0, 1, 4, 0] = -np.inf
+    got, plan = compile_and_run(make(), feeds)
+    expected = interpret(make(), feeds)[0]
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    np.testing.assert_allclose(got[0], expected, rtol=2e-5, atol=2e-5)
 
 
 def test_depthwise_channel_multiplier():
