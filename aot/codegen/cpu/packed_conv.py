@@ -197,12 +197,8 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
         at = _Item(n, ob, oh, ow0)
 
         def width(pixels: int) -> None:
-            if g.columns_always_inside():
-                _conv_run(ctx, epilogue, g, at, pixels, checked=False)
-                return
-            inside = _run_inside(b, g, ow0, pixels)
-            branch(b, inside, lambda: _conv_run(ctx, epilogue, g, at, pixels, checked=False),
-                   lambda: _conv_run(ctx, epilogue, g, at, pixels, checked=True))
+            inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
+            _conv_run(ctx, epilogue, g, at, pixels, inside)
 
         last = b.icmp_unsigned("==", run, const_i64(g.runs - 1)) if g.tail != g.pixels else None
         branch(b, last, lambda: width(g.tail), lambda: width(g.pixels))
@@ -225,8 +221,16 @@ def _run_inside(b: ir.IRBuilder, g: ConvGeometry, ow0: ir.Value, pixels: int) ->
     return b.and_(low_ok, high_ok, name="run.inside")
 
 
-def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, pixels: int, checked: bool) -> None:
-    """Accumulate and store `pixels` output columns (compile-time count) of one item."""
+def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, pixels: int,
+              inside: ir.Value | None) -> None:
+    """Accumulate and store `pixels` output columns (compile-time count) of one item; where
+    `inside` (the run reads no padding column) is known only at run time, the main conv
+    accumulates in a variant without column checks and one with.
+
+    The store follows the join of the two: emitted in each branch, LLVM sinks the two
+    identical copies into the join before the SLP vectorizer runs, with a phi for every
+    value that differs (the output columns among them), and SLP no longer sees the
+    columns as neighbours."""
     b, e = ctx.builder, ctx.elemental
     conv = epilogue.contraction
     vec = vector_of(g.lanes)
@@ -234,10 +238,14 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     for block_slots in slots:
         for slot in block_slots:
             b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
-    _accumulate(ctx, conv, g, at, slots, checked)
+    if inside is None:
+        _accumulate(ctx, conv, g, at, slots, checked=False)
+    else:
+        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False),
+               lambda: _accumulate(ctx, conv, g, at, slots, checked=True))
     for partner in epilogue.partners:
         partner_geometry = ConvGeometry.of_conv(partner, g.per_item, g.pixels)
-        # the run's bounds check is the main conv's; the partner checks its columns unless never needed
+        # the partner checks its columns unless never needed
         _accumulate(ctx, partner, partner_geometry, at, slots, not partner_geometry.columns_always_inside())
     for k, block_slots in enumerate(slots):
         block = _Item(at.n, b.add(at.ob, const_i64(k), flags=["nuw", "nsw"]), at.oh, at.ow0)
@@ -329,6 +337,116 @@ def _taps_unrolled(target: CpuTarget, g: ConvGeometry, blocks: int, pixels: int)
 
 
 def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, slots: list[ir.Value]) -> None:
+    """The item's outputs of one channel block: pixels x lanes accumulators to [o][ow] rows.
+
+    Where the block's L channels all exist, the accumulators are transposed in registers
+    (_channel_rows) and each channel's run of pixels goes through the epilogue as one
+    row, which LLVM's SLP vectorizer turns into vector loads, arithmetic and a vector
+    store. The partial last block of a channel count that is not a multiple of L keeps
+    a loop over its channels (_conv_store_by_channel), and so does a target whose
+    registers are narrower than a block (AVX2, NEON): there the transposes of 16-lane
+    vectors take several instructions each, and SLP left many channels scalar (resnet18's
+    56x56 convs with --cpu znver3: 4% slower than the loop)."""
+    b = ctx.builder
+    o0 = b.mul(at.ob, const_i64(g.lanes), name=f"{epilogue.contraction.out.name}.o0", flags=["nuw", "nsw"])
+    if ctx.target.register_lanes < g.lanes:
+        _conv_store_by_channel(ctx, epilogue, g, at, slots, o0)
+        return
+    if g.out_channels % g.lanes == 0:
+        _conv_store_transposed(ctx, epilogue, g, at, slots, o0)
+        return
+    full = b.icmp_signed("<=", b.add(o0, const_i64(g.lanes)), const_i64(g.out_channels))
+    branch(b, full, lambda: _conv_store_transposed(ctx, epilogue, g, at, slots, o0),
+           lambda: _conv_store_by_channel(ctx, epilogue, g, at, slots, o0))
+
+
+def _root_row(b: ir.IRBuilder, g: ConvGeometry, at: _Item, o: ir.Value) -> ir.Value:
+    """Linear index of output (n, o, oh, 0); the root is [N, O, OH, OW], or [N, O, OW] for
+    a 1-d conv (OH = 1: the same linear index)."""
+    return b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow))
+
+
+def _conv_store_transposed(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, slots: list[ir.Value],
+                           o0: ir.Value) -> None:
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    pixels = len(slots)
+    accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
+    vectors, where = _channel_rows(b, ctx.target, accs, g.lanes, name)
+    planar = epilogue.contraction.out.type.rank == 4
+    elements = []
+    for od in range(g.lanes):
+        o = b.add(o0, const_i64(od), flags=["nuw", "nsw"])
+        row = _root_row(b, g, at, o)
+        for p in range(pixels):
+            vector, lane = where[(p, g.lanes - 1 - od)]  # channel o0+od sits in lane L-1-od
+            scalar = b.extract_element(vectors[vector], ir.Constant(ir.IntType(32), lane), name=f"{name}.v")
+            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
+            elements.append((scalar, [at.n, o, at.oh, ow] if planar else [at.n, o, ow], b.add(row, ow)))
+    store_epilogue(ctx, epilogue, elements)
+
+
+def _channel_rows(b: ir.IRBuilder, target: CpuTarget, accs: list[ir.Value], lanes: int,
+                  name: str) -> tuple[list[ir.Value], dict[tuple[int, int], tuple[int, int]]]:
+    """Transpose pixels x lanes (accs[p] lane l) into vectors where each lane's pixels are
+    neighbours, in pixel order: (vectors, {(p, l): (vector, lane)}).
+
+    The rows are padded to a power of two Q; each of log2(Q) steps interleaves vector i
+    with vector i + n/2 element by element (two-source shuffles: one vpermt2ps each on
+    AVX-512), after which lane l's Q pixels are lanes l*Q % L .. of one vector. 8 pixels
+    of 16 lanes take 24 shuffles; the scratch and per-channel scalar loads it replaces
+    were vectorized across channels by LLVM as 8-lane scatters, 32 per item (the store
+    was ~25% of resnet18's 7x7 stem and ~6% of its 56x56 convs)."""
+    rows = 1
+    while rows < len(accs):
+        rows *= 2
+    vec = accs[0].type
+    labels: list[list[tuple[int, int] | None]] = [[(p, l) for l in range(lanes)] for p in range(len(accs))]
+    labels += [[None] * lanes for _ in range(rows - len(accs))]
+    vectors: list[ir.Value] = accs + [ir.Constant(vec, None)] * (rows - len(accs))
+    half = lanes // 2
+    i32 = ir.IntType(32)
+    low = ir.Constant(ir.VectorType(i32, lanes), [k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
+    high = ir.Constant(ir.VectorType(i32, lanes), [half + k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
+    for _ in range(rows.bit_length() - 1):  # log2(rows) steps
+        n = len(vectors)
+        next_vectors, next_labels = [], []
+        for i in range(n // 2):
+            a, c = vectors[i], vectors[i + n // 2]
+            la, lc = labels[i], labels[i + n // 2]
+            for mask, offset in ((low, 0), (high, half)):
+                next_vectors.append(b.shuffle_vector(a, c, mask, name=f"{name}.t"))
+                next_labels.append([(la if k % 2 == 0 else lc)[offset + k // 2] for k in range(lanes)])
+        vectors, labels = next_vectors, next_labels
+    where = {label: (v, lane) for v, row in enumerate(labels) for lane, label in enumerate(row) if label is not None}
+    return [_opaque(b, target, v, name) for v in vectors], where
+
+
+def _opaque(b: ir.IRBuilder, target: CpuTarget, vector: ir.Value, name: str) -> ir.Value:
+    """`vector` through an empty inline asm per register: no instruction, but LLVM cannot see
+    through it. Without it InstCombine folds each lane read of the transposed vectors back
+    into a read of an accumulator, and the SLP vectorizer rebuilds every channel's pixels
+    from 8 accumulators with its own blends and permutes (k2 of resnet18: 48 vpermt2ps,
+    77 blends, spilled accumulators in the FMA loop: 1.7x slower)."""
+    piece = min(target.register_lanes, vector.type.count)
+    constraint = "=w,0" if target.arch == "aarch64" else "=v,0"
+    i32 = ir.IntType(32)
+    parts = []
+    for first in range(0, vector.type.count, piece):
+        part_type = vector_of(piece)
+        part = vector if piece == vector.type.count else b.shuffle_vector(
+            vector, ir.Constant(vector.type, None), ir.Constant(ir.VectorType(i32, piece), list(range(first, first + piece))))
+        barrier = ir.InlineAsm(ir.FunctionType(part_type, [part_type]), "", constraint)
+        parts.append(b.call(barrier, [part], name=f"{name}.opaque"))
+    while len(parts) > 1:  # neighbours back together: 2 x <p> -> <2p>
+        width = parts[0].type.count
+        both = ir.Constant(ir.VectorType(i32, 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _conv_store_by_channel(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, slots: list[ir.Value],
+                           o0: ir.Value) -> None:
     b = ctx.builder
     name = epilogue.contraction.out.name
     lanes = g.lanes
@@ -341,14 +459,12 @@ def _conv_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _It
     first = b.gep(scratch, [const_i64(0), const_i64(0)], inbounds=True)
     for p, acc in enumerate(accs):
         store_vector(b, first, const_i64(p * lanes), acc, f"{name}.spill{p}")
-    o0 = b.mul(at.ob, const_i64(lanes), name=f"{name}.o0", flags=["nuw", "nsw"])
     left = b.sub(const_i64(g.out_channels), o0)
     count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
-    # the root is [N, O, OH, OW], or [N, O, OW] for a 1-d conv (OH = 1: the same linear index)
     planar = epilogue.contraction.out.type.rank == 4
     with for_range(b, 0, count, f"{name}.od") as od:
         o = b.add(o0, od, flags=["nuw", "nsw"])
-        row = b.mul(b.add(b.mul(b.add(b.mul(at.n, const_i64(g.out_channels)), o), const_i64(g.oh)), at.oh), const_i64(g.ow))
+        row = _root_row(b, g, at, o)
         lane = b.sub(const_i64(lanes - 1), od, name=f"{name}.lane")  # channel o0+od sits in lane L-1-od
         elements = []
         for p in range(pixels):  # unrolled: see store_epilogue
