@@ -16,7 +16,16 @@ per item a tile of MR channels x NV vectors of LANES pixels lives in registers:
 Items are pixel-block-major, so consecutive items (one thread's range) reuse
 the same x panel from cache. The last pixel block's partial vector is read
 with a masked load (nothing past the input is touched) and stored lane by
-lane. The fused elementwise epilogue (bias, ReLU6, residual, ...) runs per
+lane -- except where only a few pixels (up to MAX_TAIL_PIXELS) are left past
+the last whole vector and the weight is a buffer: then those tail pixels are
+dot products along the channels, computed by the items of the last pixel
+block for their channels,
+
+    out[n, o, p] = hsum over c steps of W[o, c : c+L] * xt[p][c : c+L]
+
+with xt[p] the input's column p, copied to the stack once per range and image
+(7x7 maps: 3 whole vectors and the 49th pixel, which as a 4th vector cost a
+quarter of the FMAs, or of the items on AVX2). The fused elementwise epilogue (bias, ReLU6, residual, ...) runs per
 element on the accumulator lanes (epilogue.store_epilogue).
 The weight is read through the elemental emitter: a weight param, or a small
 constant that fusion put inside the kernel. The dilation of a 1x1 conv has
@@ -38,7 +47,7 @@ from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue
-from aot.codegen.loops import branch, const_i64, delinearize, for_range
+from aot.codegen.loops import branch, const_i64, delinearize, for_range, if_present
 from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, masked_load, splat, store_vector, vector_of
@@ -52,8 +61,17 @@ LANES = 16  # pixels per vector: one AVX-512 register of f32, two AVX2 ones
 # a haswell build of mobilenetv2: 18.7 ms with 6 x 4, which spills, 9.9 ms with 6 x 1)
 MAX_ROWS = 6
 MAX_VECTORS = 4
+# the pixels past the last whole vector (pixels % LANES), up to this many, are computed as
+# dot products along the channels (tail dots) instead of in a vector of mostly empty lanes:
+# a 7x7 map is 3 whole vectors and 1 pixel, which as a 4th vector costs a quarter of the
+# FMAs (AVX2: a quarter of the items) for 1/49 of the outputs
+MAX_TAIL_PIXELS = 4
+# the tail pixels' input columns, copied to the stack to be read along the channels: at most
+# this many floats
+MAX_TAIL_FLOATS = 4096
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
+I64 = ir.IntType(64)
 
 
 def is_pointwise_conv(node: Node) -> bool:
@@ -92,10 +110,16 @@ class Pointwise:
     width: int
     mr: int  # channels per tile
     nv: int  # pixel vectors per full block
+    tail: int = 0  # last pixels, computed as dot products along the channels (tail dots)
 
     @property
     def pixels(self) -> int:
         return self.height * self.width
+
+    @property
+    def tiled_pixels(self) -> int:
+        """Pixels the register tiles compute (all but the tail)."""
+        return self.pixels - self.tail
 
     @property
     def block_pixels(self) -> int:
@@ -103,7 +127,7 @@ class Pointwise:
 
     @property
     def pixel_blocks(self) -> int:
-        return ceil_div(self.pixels, self.block_pixels)
+        return ceil_div(self.tiled_pixels, self.block_pixels)
 
     @property
     def channel_blocks(self) -> int:
@@ -114,13 +138,23 @@ class Pointwise:
         return self.batch * self.pixel_blocks * self.channel_blocks
 
     @staticmethod
-    def of(conv: Node, target: CpuTarget) -> Pointwise:
+    def of(conv: Node, target: CpuTarget, weight_in_buffer: bool = False) -> Pointwise:
+        """`weight_in_buffer`: the weight is a param (tail dots load its rows as vectors; without
+        it, no tail dots)."""
         n, c, h, w = conv.inputs[0].type.shape
         o = conv.out.type.shape[1]
+        tail = h * w % LANES
+        if not (weight_in_buffer and h * w > LANES and tail <= MAX_TAIL_PIXELS and tail * c <= MAX_TAIL_FLOATS):
+            tail = 0
         rows = min(MAX_ROWS, accumulator_budget(target, LANES))
         max_vectors = max(1, min(MAX_VECTORS, accumulator_budget(target, LANES) // rows))
-        nv = max(1, min(max_vectors, ceil_div(h * w, LANES)))
-        return Pointwise(n, c, o, h, w, max(1, min(o, rows)), nv)
+        nv = max(1, min(max_vectors, ceil_div(h * w - tail, LANES)))
+        return Pointwise(n, c, o, h, w, max(1, min(o, rows)), nv, tail)
+
+
+def _pointwise(kernel: Kernel, epilogue: Epilogue, target: CpuTarget) -> Pointwise:
+    weight = epilogue.contraction.inputs[1]
+    return Pointwise.of(epilogue.contraction, target, any(p is weight for p in kernel.params))
 
 
 def _applies(kernel: Kernel, target: CpuTarget) -> bool:
@@ -130,21 +164,26 @@ def _applies(kernel: Kernel, target: CpuTarget) -> bool:
 def _items(kernel: Kernel, target: CpuTarget) -> int:
     epilogue = _epilogue(kernel)
     assert epilogue is not None
-    return Pointwise.of(epilogue.contraction, target).items
+    return _pointwise(kernel, epilogue, target).items
 
 
 def _emit(ctx: KernelContext) -> None:
     epilogue = _epilogue(ctx.kernel)
     assert epilogue is not None
-    s = Pointwise.of(epilogue.contraction, ctx.target)
+    s = _pointwise(ctx.kernel, epilogue, ctx.target)
     b = ctx.builder
     name = epilogue.contraction.out.name
+    # the tail pixels' input columns: xt[t*C + c] = x[n, c, tiled_pixels + t], copied for image `copied`
+    columns = ctx.elemental.alloca(ir.ArrayType(F32, s.tail * s.channels), f"{name}.tailx") if s.tail else None
+    copied = ctx.elemental.alloca(I64, f"{name}.tailn") if s.tail else None
+    if copied is not None:
+        b.store(const_i64(-1), copied)
     with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
         n, pb, ob = delinearize(b, item, (s.batch, s.pixel_blocks, s.channel_blocks), f"{name}.item")
         p0 = b.mul(pb, const_i64(s.block_pixels), name=f"{name}.p0", flags=["nuw", "nsw"])
         o0 = b.mul(ob, const_i64(s.mr), name=f"{name}.o0", flags=["nuw", "nsw"])
         row_tail = s.out_channels % s.mr
-        pixel_tail = s.pixels % s.block_pixels
+        pixel_tail = s.tiled_pixels % s.block_pixels
         last_rows = b.icmp_unsigned("==", ob, const_i64(s.channel_blocks - 1)) if row_tail else None
         last_pixels = b.icmp_unsigned("==", pb, const_i64(s.pixel_blocks - 1)) if pixel_tail else None
 
@@ -153,6 +192,83 @@ def _emit(ctx: KernelContext) -> None:
                    lambda: _tile(ctx, epilogue, s, n, o0, p0, mr, s.block_pixels))
 
         branch(b, last_rows, lambda: rows(row_tail), lambda: rows(s.mr))
+        if columns is not None and copied is not None:
+            # the items of the last pixel block also compute the tail pixels of their rows; the
+            # columns are copied once per range and image
+            with if_present(b, b.icmp_unsigned("==", pb, const_i64(s.pixel_blocks - 1))):
+                with if_present(b, b.icmp_signed("!=", b.load(copied), n)):
+                    _copy_tail_columns(ctx, epilogue, s, n, columns)
+                    b.store(n, copied)
+                branch(b, last_rows, lambda: _tail_dots(ctx, epilogue, s, n, o0, columns, row_tail),
+                       lambda: _tail_dots(ctx, epilogue, s, n, o0, columns, s.mr))
+
+
+def _copy_tail_columns(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, columns: ir.Value) -> None:
+    """columns[t*C + c] = x[n, c, tiled_pixels + t]."""
+    b = ctx.builder
+    x = epilogue.contraction.inputs[0]
+    name = epilogue.contraction.out.name
+    x_ptr = ctx.params[id(x)]
+    first = b.gep(columns, [const_i64(0), const_i64(0)], inbounds=True)
+    image = b.mul(n, const_i64(s.channels * s.pixels), flags=["nuw", "nsw"])
+    with for_range(b, 0, s.channels, f"{name}.tc") as c:
+        at = b.add(image, b.add(b.mul(c, const_i64(s.pixels), flags=["nuw", "nsw"]), const_i64(s.tiled_pixels)))
+        for t in range(s.tail):
+            value = b.load(b.gep(x_ptr, [b.add(at, const_i64(t))], inbounds=True), align=4)
+            b.store(value, b.gep(first, [b.add(c, const_i64(t * s.channels))], inbounds=True), align=4)
+
+
+def _horizontal_sum(b: ir.IRBuilder, vec: ir.Value) -> ir.Value:
+    """The sum of `vec`'s lanes: halves added until one lane is left."""
+    while vec.type.count > 1:
+        half = vec.type.count // 2
+        low = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+        high = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, half), list(range(half, 2 * half))))
+        vec = b.fadd(low, high)
+    return b.extract_element(vec, ir.Constant(I32, 0))
+
+
+def _tail_dots(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0: ir.Value, columns: ir.Value,
+               mr: int) -> None:
+    """out[n, o0 + r, tiled_pixels + t] for r < mr, t < tail: each a dot product of the weight's
+    row o0 + r (contiguous: [O, C, 1, 1]) and the copied input column t, LANES channels a step."""
+    b = ctx.builder
+    conv = epilogue.contraction
+    weight = conv.inputs[1]
+    name = conv.out.name
+    w_ptr = ctx.params[id(weight)]
+    first = b.gep(columns, [const_i64(0), const_i64(0)], inbounds=True)
+    vec = vector_of(LANES)
+    steps, rest = divmod(s.channels, LANES)
+    slots = [ctx.elemental.alloca(vec, f"{name}.dot{t}") for t in range(s.tail)]
+    elements = []
+    for r in range(mr):
+        o = b.add(o0, const_i64(r), flags=["nuw", "nsw"])
+        row = b.mul(o, const_i64(s.channels), flags=["nuw", "nsw"])
+        for slot in slots:
+            b.store(ir.Constant(vec, [0.0] * LANES), slot)
+        with for_range(b, 0, steps, f"{name}.dc{r}") as step:
+            c = b.mul(step, const_i64(LANES), flags=["nuw", "nsw"])
+            wv = load_vector(b, w_ptr, b.add(row, c), LANES, f"{name}.w{r}")
+            for t, slot in enumerate(slots):
+                xv = load_vector(b, first, b.add(c, const_i64(t * s.channels)), LANES, f"{name}.xt{t}")
+                b.store(fma(b, wv, xv, b.load(slot), f"{name}.dot{t}"), slot)
+        for t, slot in enumerate(slots):
+            total = _horizontal_sum(b, b.load(slot))
+            for c in range(steps * LANES, steps * LANES + rest):  # channels past the last whole vector
+                wc = b.load(b.gep(w_ptr, [b.add(row, const_i64(c))], inbounds=True), align=4)
+                xc = b.load(b.gep(first, [const_i64(c + t * s.channels)], inbounds=True), align=4)
+                total = b.fadd(total, b.fmul(wc, xc))
+            p = s.tiled_pixels + t
+            linear = b.add(b.mul(b.add(b.mul(n, const_i64(s.out_channels)), o), const_i64(s.pixels)), const_i64(p))
+            elements.append((total, [n, o, const_i64(p // s.width), const_i64(p % s.width)], linear))
+    if conv.out is ctx.kernel.root:
+        for value, _, linear in elements:
+            b.store(value, b.gep(ctx.out_ptr, [linear], inbounds=True), align=4)
+        return
+    ctx.elemental.push_scope()
+    store_epilogue(ctx, epilogue, elements)
+    ctx.elemental.pop_scope()
 
 
 def _prefix_mask(count: int) -> Callable[[int, int], ir.Value]:

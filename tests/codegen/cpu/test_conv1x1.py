@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
-from aot.codegen.cpu.conv1x1 import POINTWISE_EMITTER
+from aot.codegen.cpu import CpuTarget
+from aot.codegen.cpu.conv1x1 import LANES, MAX_TAIL_FLOATS, POINTWISE_EMITTER, Pointwise
 from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
 from bodies_util import TOL, check, compile_and_run, conv2d, emitters, feeds_for
-from targets_util import host_runs
+from targets_util import cpus_to_check, host_runs
 
 
 def _relu6(b: Builder, y: Value, seed: int) -> Value:
@@ -127,3 +128,62 @@ def test_pointwise_tile_follows_the_target_registers(cpu, vectors):
     if not host_runs(target):
         pytest.skip(f"this host cannot run {cpu} code")
     check(make, feeds_for(make), pieces=2, target=target)
+
+
+# -- tail dots: the pixels past the last whole vector as dot products along the channels ----------
+def _tiling(make: Callable[[], Graph], target: CpuTarget) -> Pointwise:
+    from aot.codegen.cpu.conv1x1 import _epilogue, _pointwise
+    from aot.pipeline import run_pipeline
+
+    kernel = run_pipeline(make()).kernels[0]
+    epilogue = _epilogue(kernel)
+    assert epilogue is not None
+    return _pointwise(kernel, epilogue, target)
+
+
+@pytest.mark.parametrize("x_shape,o,tail", [
+    ((1, 40, 7, 7), 20, 1),  # mobilenetv2's last maps: 3 vectors and a pixel; 40 channels: 2 steps and 8 more
+    ((2, 16, 14, 14), 13, 4),  # 196 = 12 vectors and 4 pixels; two images
+    ((1, 5, 3, 6), 7, 2),  # fewer channels than a step: the scalar remainder alone
+])
+@pytest.mark.parametrize("epilogue", ["none", "bias_relu6", "residual"])
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_tail_pixels_as_dots(x_shape, o, tail, epilogue, target):
+    make = pointwise(x_shape, o, epilogue)
+    s = _tiling(make, target)
+    assert s.tail == tail and s.tiled_pixels % LANES == 0
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_tail_columns_copied_per_range_and_image(target):
+    # ranges that start in the middle of an image's channel blocks, and cross into the next image
+    make = pointwise((3, 24, 7, 7), 40, "residual")
+    feeds = feeds_for(make)
+    whole, _ = compile_and_run(make(), feeds, target=target)
+    for pieces in (2, 7, 13):
+        split, _ = compile_and_run(make(), feeds, pieces, target=target)
+        np.testing.assert_array_equal(split[0], whole[0])
+
+
+def test_no_tail_dots_where_they_do_not_pay():
+    host = CpuTarget.host()
+    assert _tiling(pointwise((1, 8, 16, 16), 12), host).tail == 0  # whole vectors
+    assert _tiling(pointwise((1, 8, 3, 3), 12), host).tail == 0  # one partial vector: nothing to tile
+    assert _tiling(pointwise((1, 8, 5, 5), 12), host).tail == 0  # 9 pixels past the vector: a vector
+    wide = _tiling(pointwise((1, MAX_TAIL_FLOATS + 1, 7, 7), 2), host)
+    assert wide.tail == 0  # its column would not fit the stack copy
+
+
+def test_tail_dot_nan_and_inf_stay_in_their_pixels():
+    make = pointwise((1, 20, 7, 7), 9, "none")
+    feeds = feeds_for(make)
+    feeds["x"][0, 3, 6, 6] = np.nan  # the tail pixel
+    feeds["x"][0, 5, 6, 5] = np.inf  # the tiled pixel next to it
+    got, plan = compile_and_run(make(), feeds)
+    expected = interpret(make(), feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[0][finite], expected[finite], **TOL)
+    assert emitters(plan) == [POINTWISE_EMITTER]
