@@ -349,13 +349,18 @@ def _store_epilogue(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, slots:
         p_first = b.add(p0, b.mul(j, const_i64(LANES)), name=f"{name}.pv", flags=["nuw", "nsw"])
         out_row = b.mul(b.add(b.mul(n, const_i64(s.out_channels)), o), const_i64(s.pixels), flags=["nuw", "nsw"])
 
+        # the lanes' outputs at one base plus constants: LLVM's SLP vectorizer then sees
+        # consecutive stores (base + p_first + lane, with p_first + lane folded to an `or`,
+        # it left the last lanes scalar on AVX2)
+        start = b.add(out_row, p_first, flags=["nuw", "nsw"])
+
         def lanes(count: int) -> None:
             elements = []
             for lane in range(count):
                 scalar = b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
                 p = b.add(p_first, const_i64(lane), flags=["nuw", "nsw"])
                 h, w = delinearize(b, p, (s.height, s.width), f"{name}.p")
-                elements.append((scalar, [n, o, h, w], b.add(out_row, p, flags=["nuw", "nsw"])))
+                elements.append((scalar, [n, o, h, w], b.add(start, const_i64(lane), flags=["nuw", "nsw"])))
             store_epilogue(ctx, epilogue, elements)
 
         partial = pixels % LANES
