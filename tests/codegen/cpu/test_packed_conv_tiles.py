@@ -1,0 +1,95 @@
+"""How codegen/cpu/packed_conv.py stores and prefetches: the in-register transposed store on
+AVX-512 (every run width, partial last channel blocks, epilogues reading other inputs), the
+per-channel loop elsewhere, and the prefetch of the next channel blocks' weights, each run
+against the reference interpreter on every CPU code path this host runs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aot.codegen.cpu import CpuTarget
+from aot.codegen.cpu import packed_conv
+from aot.codegen.cpu.build import kernel_body
+from aot.codegen.cpu.packed_conv import CONV_EMITTER
+from aot.interpreter import interpret
+from aot.pipeline import PipelineOptions, default_passes, run_pipeline
+from aot.plan import ExecutionPlan
+from bodies_util import compile_and_run, conv2d, emitters, feeds_for
+from targets_util import cpus_to_check
+
+# 3x3 convs over 32 input channels sum 288 products in another order than the reference
+CONV_TOL = dict(rtol=1e-4, atol=1e-4)
+OPAQUE = '"=v,0"'  # the constraint of packed_conv._opaque's empty inline asm on x86
+SCRATCH = "alloca ["  # the per-channel store's scratch of pixels x lanes floats
+
+
+def _plan(make, target: CpuTarget) -> ExecutionPlan:
+    return run_pipeline(make(), PipelineOptions(passes=default_passes(target.vector_lanes)))
+
+
+def _body_text(plan: ExecutionPlan, target: CpuTarget) -> str:
+    return "\n".join(kernel_body(plan, target, i, target.target_machine())[1] for i in range(len(plan.kernels)))
+
+
+def _check_on(make, target: CpuTarget, pieces: int = 3) -> None:
+    feeds = feeds_for(make)
+    got, plan = compile_and_run(make(), feeds, pieces, target)
+    assert emitters(plan)[0] is CONV_EMITTER
+    for g, e in zip(got, interpret(make(), feeds)):
+        np.testing.assert_allclose(g, e, **CONV_TOL)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("width", [1, 2, 3, 5, 7, 8, 9, 13, 28])
+def test_every_run_width_stores_each_channel_row(target, width):
+    # widths 1-9 give runs of 1..8 pixels (a power of two and not: the transpose pads to one),
+    # 13 and 28 split into runs with a shorter last one on AVX2
+    _check_on(conv2d((1, 32, 3, width), 32, (3, 3), "residual_tanh", padding=((1, 1), (1, 1))), target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("o", [20, 40, 7])
+def test_a_partial_last_channel_block_keeps_the_channel_loop(target, o):
+    # 20 and 40 channels: full 16-lane blocks and a partial one in the same kernel
+    _check_on(conv2d((1, 8, 6, 10), o, (3, 3), "bias_relu", padding=((1, 1), (1, 1))), target)
+
+
+def test_avx512_transposes_in_registers_and_avx2_loops_over_channels():
+    make = conv2d((1, 16, 8, 8), 32, (3, 3), padding=((1, 1), (1, 1)))
+    avx512, avx2 = CpuTarget.from_name("skylake-avx512"), CpuTarget.from_name("haswell")
+    # the transposed rows pass through an empty inline asm (packed_conv._opaque); the
+    # per-channel loop reads the accumulators from a stack scratch
+    text = _body_text(_plan(make, avx512), avx512)
+    assert OPAQUE in text and SCRATCH not in text
+    text = _body_text(_plan(make, avx2), avx2)
+    assert OPAQUE not in text and SCRATCH in text
+
+
+def test_a_partial_block_branches_between_both_stores():
+    make = conv2d((1, 16, 8, 8), 20, (3, 3), padding=((1, 1), (1, 1)))
+    target = CpuTarget.from_name("skylake-avx512")
+    text = _body_text(_plan(make, target), target)
+    assert OPAQUE in text and SCRATCH in text  # full block: transposed; the partial one: the loop
+
+
+def test_big_weights_of_a_big_model_are_prefetched_and_small_ones_not(monkeypatch):
+    make = conv2d((1, 32, 6, 6), 64, (3, 3), padding=((1, 1), (1, 1)))
+    target = CpuTarget.from_name("skylake-avx512")
+    assert "llvm.prefetch" not in _body_text(_plan(make, target), target)
+    monkeypatch.setattr(packed_conv, "PREFETCH_MIN_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(packed_conv, "PREFETCH_MIN_MODEL_WEIGHT_BYTES", 0)
+    assert "llvm.prefetch" in _body_text(_plan(make, target), target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("x_shape,o,strides,padding", [
+    ((1, 32, 7, 7), 64, (1, 1), ((1, 1), (1, 1))),  # resnet18's last stage, narrowed
+    ((1, 16, 9, 11), 48, (2, 2), ((1, 1), (1, 1))),  # strided: the first tap row inside the input moves
+    ((1, 8, 5, 30), 32, (1, 1), ((2, 0), (1, 1))),   # two padding rows: items whose rows 0 and 1 are skipped
+    ((2, 16, 6, 6), 32, (1, 1), ((0, 0), (0, 0))),   # batch 2: the last blocks of image 0 prefetch past them
+])
+def test_prefetching_convs_match_the_reference(monkeypatch, target, x_shape, o, strides, padding):
+    # prefetches change no result, but their addresses and the branch around them must be well formed
+    monkeypatch.setattr(packed_conv, "PREFETCH_MIN_WEIGHT_BYTES", 0)
+    monkeypatch.setattr(packed_conv, "PREFETCH_MIN_MODEL_WEIGHT_BYTES", 0)
+    _check_on(conv2d(x_shape, o, (3, 3), "bias_relu", strides=strides, padding=padding), target)
