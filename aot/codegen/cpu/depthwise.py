@@ -16,7 +16,11 @@ masked loads that read 0 for padding (rows above/below the input mask every
 lane). Stride 2 loads two overlapping vectors and keeps the even columns;
 other strides load lane by lane. The last block of a row starts at OW - LANES
 and overlaps its neighbour (the overlap is recomputed, not read back), so no
-partial vector except for rows narrower than LANES.
+partial vector except for rows narrower than LANES. Rows of 2 to
+MAX_UNROLLED_BLOCKS blocks whose tap rows are all inside the input run their
+blocks unrolled at compile-time columns: a border block's column masks are
+constants (no per-block mask arithmetic; on AVX2 the register piece away
+from the border is a plain load), an inner block has none.
 
 Plane mode (plane_mode: stride 1, output rows as wide as the input's, planes of
 LANES to MAX_PLANE_VECTORS vectors): a work item is a whole output plane (n, o),
@@ -60,6 +64,8 @@ LANES = 16
 MAX_TAPS = 64
 # plane mode (plane_mode): output planes of up to this many vectors are unrolled whole
 MAX_PLANE_VECTORS = 64
+# rows of up to this many blocks are unrolled where every tap row is inside the input
+MAX_UNROLLED_BLOCKS = 8
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 ZERO = const_i64(0)
@@ -98,6 +104,17 @@ class Window:
         # a block always computes LANES columns, even past out_w in narrow rows
         last = (max(self.out_w, LANES) - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1] - self.pad_low[1]
         return self.pad_low[1] == 0 and last < self.width
+
+    def block_starts(self) -> list[int]:
+        """First output column of each block, as block_start computes it."""
+        if self.out_w <= LANES:
+            return [0]
+        return [min(k * LANES, self.out_w - LANES) for k in range(self.blocks)]
+
+    def block_columns_inside(self, ow0: int) -> bool:
+        """Every column the block at output column ow0 reads is inside the input."""
+        first = ow0 * self.strides[1] - self.pad_low[1]
+        return first >= 0 and first + (LANES - 1) * self.strides[1] + (self.kw - 1) * self.dilation[1] < self.width
 
     def block_start(self, b: ir.IRBuilder, block: ir.Value) -> ir.Value:
         """First output column of `block`: the last block is moved back to end at out_w."""
@@ -425,17 +442,37 @@ def _emit_row(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Valu
     out_channels = conv.out.type.shape[1]
     out_row = b.mul(b.add(b.mul(b.add(b.mul(n, const_i64(out_channels)), o), const_i64(w.out_h)), oh), const_i64(w.out_w))
 
-    def block(ow0: ir.Value, checked: bool) -> None:
+    def block(ow0: ir.Value, rows_checked: bool, columns_checked: bool) -> None:
         acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
         for c, plane in enumerate(planes):
             for i in range(w.kh):
-                row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), checked)
+                row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), rows_checked)
                 for j in range(w.kw):
-                    xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, checked, 0.0)
+                    xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, rows_checked or columns_checked, 0.0)
                     acc = fma(b, xv, taps[(c * w.kh + i) * w.kw + j], acc, "acc")
         store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
 
-    for_blocks(ctx, w, oh, block)
+    def looped() -> None:
+        for_blocks(ctx, w, oh, lambda ow0, checked: block(ow0, checked, checked))
+
+    if not 1 < w.blocks <= MAX_UNROLLED_BLOCKS:  # one block: constant masks measured slower (7 wide, stride 2)
+        looped()
+        return
+
+    def unrolled() -> None:
+        # rows inside the input: the blocks at compile-time columns, so a border block's
+        # column masks are constants (LLVM folds them; a whole register piece inside the
+        # row is a plain load) and an inner block has none
+        for start in w.block_starts():
+            ctx.elemental.push_scope()
+            block(const_i64(start), False, not w.block_columns_inside(start))
+            ctx.elemental.pop_scope()
+
+    rows_ok = w.rows_inside(b, oh)
+    if rows_ok is None:
+        unrolled()
+    else:
+        branch(b, rows_ok, unrolled, looped)
 
 
 DEPTHWISE_EMITTER = BodyEmitter(_applies, any_target(_items), _emit)

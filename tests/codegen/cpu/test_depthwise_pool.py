@@ -118,6 +118,23 @@ def test_depthwise_rows_where_planes_do_not_apply(x_shape, strides, padding):
     assert emitters(plan) == [DEPTHWISE_EMITTER]
 
 
+# rows of 2 to MAX_UNROLLED_BLOCKS blocks: inner rows run their blocks at compile-time columns
+# (constant column masks), border rows the checked loop
+@pytest.mark.parametrize("x_shape,strides,padding", [
+    ((1, 3, 9, 128), (1, 1), ((1, 1), (1, 1))),  # MAX_UNROLLED_BLOCKS blocks
+    ((1, 2, 9, 130), (1, 1), ((1, 1), (1, 1))),  # one more: looped
+    ((1, 3, 9, 60), (2, 2), ((1, 1), (1, 1))),  # stride 2: 30 columns, the last block overlapping
+    ((1, 2, 40, 37), (1, 1), ((0, 2), (3, 0))),  # one-sided padding
+])
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_depthwise_unrolled_row_blocks(x_shape, strides, padding, target):
+    make = depthwise_relu6(x_shape, (3, 3), strides, padding)
+    w = conv_window(next(n for n in make().nodes if n.op == "conv"))
+    assert not plane_mode(w) and w.blocks > 1
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert emitters(plan) == [DEPTHWISE_EMITTER]
+
+
 def test_depthwise_plane_nan_stays_in_its_windows():
     # a padding lane of a plane-mode tap reads the row before or after (then zeroed): a NaN
     # there must not leak into the neighbouring row's ends
