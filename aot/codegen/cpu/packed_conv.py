@@ -16,8 +16,17 @@ output pixel (and block):
           for p in pixels (unrolled):  acc[p] = fma(splat(x[n, g*C/g + c, h, (ow0+p)*sw + j*dw - pw]), w, acc[p])
 
 A run whose columns all stay inside the input takes a variant without
-bounds checks; border runs clamp the column and select 0 for padding. The
-fused epilogue runs per output element on the accumulator lane (epilogue.py).
+bounds checks; border runs clamp the column and select 0 for padding.
+Where a block's weights outgrow L1 and its output plane is small (7x7 and
+14x14 maps), an item is instead the whole plane of its blocks: the runs keep
+their accumulators in a stack scratch and sweep the input channels chunk by
+chunk, so each chunk's weights are read from L2 once (_plane_chunk). A weight
+that comes from DRAM is prefetched into L2 while the blocks before it compute.
+
+The store: on AVX-512 the item's accumulators are transposed in registers so
+that each channel's pixels go through the fused epilogue (epilogue.py) as one
+vectorizable row; elsewhere a loop over the channels reads them back from a
+scratch.
 Not handled here: convs the layout pass leaves unpacked (depthwise and other
 narrow groups: depthwise.py; pointwise: conv1x1.py; non-f32, transposed and
 other ranks: the elemental path).
@@ -61,6 +70,11 @@ PREFETCH_MIN_WEIGHT_BYTES = 1 << 20
 PREFETCH_MIN_MODEL_WEIGHT_BYTES = 16 << 20
 PREFETCH_LOCALITY = 2  # prefetcht1: into L2
 CACHE_LINE_FLOATS = 16
+# whole-plane items (_plane_chunk): L1 data cache, the most accumulator scratch of a plane,
+# the weights of one chunk of input channels
+L1_BYTES = 32 << 10
+PLANE_SCRATCH_BYTES = 16 << 10
+WEIGHT_CHUNK_BYTES = 20 << 10
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,11 @@ class ConvMatch:
     epilogue: Epilogue
     per_item: int  # channel blocks per work item
     max_pixels: int  # output columns per work item, at most
+    chunk: int = 0  # input channels per weight chunk of a whole-plane item (0: an item is one run)
+
+    def items(self) -> int:
+        g = ConvGeometry.of(self)
+        return g.batch * (g.blocks // g.per_item) if self.chunk else g.items
 
 
 def _planar(x: Value) -> tuple[int, int]:
@@ -192,7 +211,27 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
         and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels)
+    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels,
+                     _plane_chunk(ConvGeometry.of_conv(main, per_item, max_pixels)))
+
+
+def _plane_chunk(g: ConvGeometry) -> int:
+    """Input channels per weight chunk where an item is a whole output plane of its blocks,
+    else 0. A plane item keeps its accumulators in a stack scratch and runs every run of the
+    plane over one chunk of input channels before the next, so the chunk's weights stay in
+    L1 across the runs; an item of one run reads all of its blocks' weights from L2 (they
+    are larger than L1), once per run. Taken where the weights are larger than L1 and the
+    scratch is small: narrow late-stage maps. resnet18, kernels in sequence: with --cpu
+    znver3 (one block of 4 + 3 or 5 + 5 + 4 pixels a row) the 7x7 convs 2.51-2.71 ->
+    2.27-2.47 ms, the 14x14 ones 2.29-2.48 -> 2.09-2.28; native (pairs of blocks, 7 pixels)
+    the 7x7 ones 1.96-2.09 -> 1.94-2.04, its 14x14 scratch (25 KB) is over the limit, and
+    a 32 KB limit gained nothing there."""
+    tap_bytes = g.per_item * g.kh * g.kw * g.lanes * 4  # weight bytes per input channel
+    scratch_bytes = g.per_item * g.oh * g.runs * g.pixels * g.lanes * 4
+    if tap_bytes * g.group_channels <= L1_BYTES or scratch_bytes > PLANE_SCRATCH_BYTES:
+        return 0
+    chunk = max(1, WEIGHT_CHUNK_BYTES // tap_bytes)
+    return chunk if chunk < g.group_channels else 0
 
 
 def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
@@ -200,6 +239,9 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
     epilogue = match.epilogue
     b = ctx.builder
     name = epilogue.contraction.out.name
+    if match.chunk:
+        _emit_planes(ctx, match, g)
+        return
     with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
         n, pair, oh, run = delinearize(b, item, (g.batch, g.blocks // g.per_item, g.oh, g.runs), f"{name}.item")
         ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
@@ -214,6 +256,74 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
 
         last = b.icmp_unsigned("==", run, const_i64(g.runs - 1)) if g.tail != g.pixels else None
         branch(b, last, lambda: width(g.tail), lambda: width(g.pixels))
+
+
+def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
+    """Items of whole output planes (_plane_chunk): for each chunk of input channels, every
+    run of the plane accumulates the chunk into its scratch accumulators; then the partners
+    and the store, run by run."""
+    epilogue = match.epilogue
+    conv = epilogue.contraction
+    b, e = ctx.builder, ctx.elemental
+    name = conv.out.name
+    vec = vector_of(g.lanes)
+    per_run = g.per_item * g.pixels  # scratch vectors per run
+    scratch = e.alloca(ir.ArrayType(vec, g.oh * g.runs * per_run), f"{name}.plane")
+    chunks = ceil_div(g.group_channels, match.chunk)
+
+    def run_slots(step: ir.Value, pixels: int) -> list[list[ir.Value]]:
+        first = b.mul(step, const_i64(per_run), flags=["nuw", "nsw"])
+        return [[b.gep(scratch, [ZERO, b.add(first, const_i64(k * g.pixels + p), flags=["nuw", "nsw"])], inbounds=True)
+                 for p in range(pixels)] for k in range(g.per_item)]
+
+    def each_run(body) -> None:
+        with for_range(b, 0, g.oh, f"{name}.oh") as oh:
+            with for_range(b, 0, g.runs, f"{name}.run") as run:
+                ow0 = b.mul(run, const_i64(g.pixels), name=f"{name}.ow0", flags=["nuw", "nsw"])
+                step = b.add(b.mul(oh, const_i64(g.runs), flags=["nuw", "nsw"]), run, flags=["nuw", "nsw"])
+                last = b.icmp_unsigned("==", run, const_i64(g.runs - 1)) if g.tail != g.pixels else None
+                branch(b, last, lambda: body(oh, ow0, step, g.tail), lambda: body(oh, ow0, step, g.pixels))
+
+    with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
+        n, pair = delinearize(b, item, (g.batch, g.blocks // g.per_item), f"{name}.item")
+        ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
+        with for_range(b, 0, g.oh * g.runs * per_run, f"{name}.zero") as v:
+            b.store(ir.Constant(vec, [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
+        with for_range(b, 0, chunks, f"{name}.chunk") as chunk:
+            c_lo = b.mul(chunk, const_i64(match.chunk), flags=["nuw", "nsw"])
+            c_hi = b.add(c_lo, const_i64(match.chunk), flags=["nuw", "nsw"])
+            c_hi = b.select(b.icmp_signed("<", c_hi, const_i64(g.group_channels)), c_hi, const_i64(g.group_channels))
+
+            def accumulate_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, pixels: int) -> None:
+                at = _Item(n, ob, oh, ow0, step)
+                stored = run_slots(step, pixels)
+                # registers for the chunk's accumulation (allocas LLVM promotes), the scratch around it
+                slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
+                for block_slots, block_stored in zip(slots, stored):
+                    for slot, where in zip(block_slots, block_stored):
+                        b.store(b.load(where), slot)
+                inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
+                if inside is None:
+                    _accumulate(ctx, conv, g, at, slots, checked=False, channels=(c_lo, c_hi))
+                else:
+                    branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, False, (c_lo, c_hi)),
+                           lambda: _accumulate(ctx, conv, g, at, slots, True, (c_lo, c_hi)))
+                for block_slots, block_stored in zip(slots, stored):
+                    for slot, where in zip(block_slots, block_stored):
+                        b.store(b.load(slot), where)
+
+            each_run(accumulate_run)
+
+        def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, pixels: int) -> None:
+            at = _Item(n, ob, oh, ow0, step)
+            stored = run_slots(step, pixels)
+            slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
+            for block_slots, block_stored in zip(slots, stored):
+                for slot, where in zip(block_slots, block_stored):
+                    b.store(b.load(where), slot)
+            _partners_and_store(ctx, epilogue, g, at, slots)
+
+        each_run(finish_run)
 
 
 @dataclass(frozen=True)
@@ -256,6 +366,12 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     else:
         branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False),
                lambda: _accumulate(ctx, conv, g, at, slots, checked=True))
+    _partners_and_store(ctx, epilogue, g, at, slots)
+
+
+def _partners_and_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item,
+                        slots: list[list[ir.Value]]) -> None:
+    b = ctx.builder
     for partner in epilogue.partners:
         partner_geometry = ConvGeometry.of_conv(partner, g.per_item, g.pixels)
         # the partner checks its columns unless never needed
@@ -266,9 +382,11 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
 
 
 def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
-                checked: bool) -> None:
+                checked: bool, channels: tuple[ir.Value, ir.Value] | None = None) -> None:
     """slots[k][p] += conv at channel block ob + k, output pixel ow0 + p of the item, over every tap
-    and input channel (the blocks of one item lie in one group, so they read the same inputs)."""
+    and the input channels [lo, hi) of `channels` (all where None; the blocks of one item lie in
+    one group, so they read the same inputs)."""
+    c_lo, c_hi = channels or (0, g.group_channels)
     b, e = ctx.builder, ctx.elemental
     source, wp = conv.inputs
     name = conv.out.name
@@ -306,7 +424,7 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
 
     def channels(h: ir.Value, i: ir.Value, taps: list[tuple[int | ir.Value, list[tuple[ir.Value, ir.Value | None]]]]) -> None:
         """For each input channel, every tap column of `taps` ((j, columns per pixel)) at row h (tap row i)."""
-        with for_range(b, 0, g.group_channels, f"{name}.c") as c:
+        with for_range(b, c_lo, c_hi, f"{name}.c") as c:
             e.push_scope()
             if streams:
                 _prefetch_next_blocks(b, weights, g, at, len(slots), c, prefetching(i, taps[0][0]))
@@ -527,4 +645,4 @@ def _conv_store_by_channel(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
         store_epilogue(ctx, epilogue, elements)
 
 
-CONV_EMITTER = matched_body(_conv_match, lambda match: ConvGeometry.of(match).items, _emit_conv)
+CONV_EMITTER = matched_body(_conv_match, lambda match: match.items(), _emit_conv)

@@ -137,14 +137,18 @@ def test_downsample_conv_accumulates_into_the_residual_conv(x_shape, o, stride, 
     assert sum(1 for n in plan.kernels[1].nodes if n.op == "packed_conv") == 2
 
 
-@pytest.mark.parametrize("cpu,per_item,runs", [("haswell", 1, 2), ("skylake-avx512", 2, 1)])
-def test_conv_pairs_channel_blocks_only_with_avx512(cpu, per_item, runs):
+@pytest.mark.parametrize("cpu,per_item,runs,planes", [("haswell", 1, 2, False), ("skylake-avx512", 2, 1, True)])
+def test_conv_pairs_channel_blocks_only_with_avx512(cpu, per_item, runs, planes):
     target = CpuTarget.from_name(cpu)
     make = residual_block((1, 8, 14, 14), 32, 2)
     plan = run_pipeline(make())
     # 2 blocks x 7 rows x runs of the 7 output columns: AVX2's 12 accumulator ymm hold 6 pixels
-    # of 16 lanes (two runs), AVX-512's 24 zmm a pair of blocks x 8 pixels (one run)
-    assert [CONV_EMITTER.work_items(k, target) for k in plan.kernels] == [14 * runs // per_item] * 2
+    # of 16 lanes (two runs), AVX-512's 24 zmm a pair of blocks x 8 pixels (one run). The
+    # second conv's pair of blocks has 37 KB of weights (32 channels x 9 taps x 2 x 64 B),
+    # more than L1: an item is its whole 7x7 plane (packed_conv._plane_chunk); one block's
+    # 18 KB on AVX2 is not
+    second = 2 // per_item if planes else 14 * runs // per_item
+    assert [CONV_EMITTER.work_items(k, target) for k in plan.kernels] == [14 * runs // per_item, second]
     if not host_runs(target):
         pytest.skip(f"this host cannot run {cpu} code")
     feeds = feeds_for(make)

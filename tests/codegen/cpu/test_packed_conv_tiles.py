@@ -93,3 +93,38 @@ def test_prefetching_convs_match_the_reference(monkeypatch, target, x_shape, o, 
     monkeypatch.setattr(packed_conv, "PREFETCH_MIN_WEIGHT_BYTES", 0)
     monkeypatch.setattr(packed_conv, "PREFETCH_MIN_MODEL_WEIGHT_BYTES", 0)
     _check_on(conv2d(x_shape, o, (3, 3), "bias_relu", strides=strides, padding=padding), target)
+
+
+# -- whole-plane items (packed_conv._plane_chunk) ------------------------------------
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("x_shape,o,kernel,strides,padding,epilogue", [
+    # 3 blocks (no pairs) of 64 channels x 9 taps x 64 B = 36 KB of weights each: over L1
+    ((1, 64, 7, 7), 48, (3, 3), (1, 1), ((1, 1), (1, 1)), "bias_relu"),
+    # batch 2, uneven padding, 80 channels: the last chunk of channels is a short one
+    ((2, 80, 5, 9), 32, (3, 3), (1, 1), ((1, 1), (0, 2)), "residual_tanh"),
+    ((1, 72, 9, 9), 32, (3, 3), (2, 2), ((1, 1), (1, 1)), "bias_relu"),  # strided
+    ((1, 192, 12), 32, (3,), (1,), ((1, 1),), "bias_relu"),  # 1-d: one row of 192 x 3 taps
+])
+def test_whole_plane_items_match_the_reference(target, x_shape, o, kernel, strides, padding, epilogue):
+    dilation = (1,) * len(kernel)
+    make = conv2d(x_shape, o, kernel, epilogue, strides=strides, padding=padding, dilation=dilation)
+    # one item per image and block (or pair of blocks), not per run of output columns
+    assert CONV_EMITTER.work_items(_plan(make, target).kernels[0], target) <= x_shape[0] * -(-o // 16)
+    _check_on(make, target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+def test_a_downsample_partner_accumulates_into_whole_plane_items(target):
+    from test_packed import residual_block  # the ResNet downsample block of the packed conv tests
+
+    make = residual_block((1, 64, 14, 14), 64, 2)
+    plan = _plan(make, target)
+    # conv2 (64 -> 64 on 7x7) with the 1x1 stride 2 downsample conv in its accumulators
+    assert sum(1 for n in plan.kernels[1].nodes if n.op == "packed_conv") == 2
+    assert CONV_EMITTER.work_items(plan.kernels[1], target) <= 4
+    feeds = feeds_for(make)
+    got, _ = compile_and_run(make(), feeds, 3, target)
+    for g, e in zip(got, interpret(make(), feeds)):
+        # outputs up to ~1400, each a sum of 576 products of the first conv's ~20: f32 sums
+        # in another order differ by up to ~1e-3 either way (the run-per-item body as well)
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=2e-3)
