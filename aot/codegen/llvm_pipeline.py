@@ -25,15 +25,29 @@ def parse_verified(text: str, back_end: str) -> llvm.ModuleRef:
     return parsed
 
 
-def run_passes(parsed: llvm.ModuleRef, machine: llvm.TargetMachine, *, vectorize: bool) -> llvm.ModuleRef:
-    """The O3 pipeline with unrolling and, if `vectorize`, loop and SLP vectorization, in place."""
+# The first line of a module whose code is vector code already (cpu/bodies.py: own_vectors):
+# LLVM's loop vectorizer is left out for it, as it found nothing to gain there.
+OWN_VECTORS = "; aot: own vector code\n"
+
+
+def run_passes(parsed: llvm.ModuleRef, machine: llvm.TargetMachine, *, vectorize: bool,
+               loop_vectorize: bool | None = None) -> llvm.ModuleRef:
+    """The O3 pipeline with unrolling and, if `vectorize`, SLP vectorization and (unless
+    `loop_vectorize` is False) loop vectorization, in place."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = vectorize
+    tuning.loop_vectorization = vectorize if loop_vectorize is None else vectorize and loop_vectorize
     tuning.slp_vectorization = vectorize
     tuning.loop_unrolling = True
     passes = llvm.create_pass_builder(machine, tuning)
     passes.getModulePassManager().run(parsed, passes)
     return parsed
+
+
+def optimize_text(text: str, machine: llvm.TargetMachine, back_end: str) -> llvm.ModuleRef:
+    """Parse, verify and optimize LLVM assembly with vectorization; without the loop
+    vectorizer where the text starts with OWN_VECTORS."""
+    return run_passes(parse_verified(text, back_end), machine, vectorize=True,
+                      loop_vectorize=not text.startswith(OWN_VECTORS))
 
 
 def run_o3(module: ir.Module, machine: llvm.TargetMachine, *, vectorize: bool, back_end: str) -> llvm.ModuleRef:

@@ -27,7 +27,7 @@ from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.kernel import emit_checks, emit_entry, emit_kernel, kernel_work_items
 from aot.codegen.cpu.link import link_shared
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.llvm_pipeline import parse_verified, run_o3, run_passes
+from aot.codegen.llvm_pipeline import optimize_text, run_o3
 from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
 from aot import progress
@@ -98,6 +98,6 @@ def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget], *, jobs
 def _printer(builder: ObjectBuilder, variant: int, built: VariantObjects) -> Callable[[], str]:
     def optimized_ir() -> str:
         machine = builder.machine(builder.targets[variant])
-        return "".join(str(run_passes(parse_verified(text, "CPU"), machine, vectorize=True))
+        return "".join(str(optimize_text(text, machine, "CPU"))
                        for text in built.texts(builder, variant))
     return optimized_ir

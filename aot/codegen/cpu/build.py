@@ -36,6 +36,7 @@ from typing import TypeVar
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from aot.codegen.cpu.bodies import body_of
 from aot.codegen.cpu.cache import ObjectCache, object_key
 from aot.codegen.cpu.canonical import canonical
 from aot.codegen.cpu.code_info import emit_code_info
@@ -43,7 +44,7 @@ from aot.codegen.cpu.fingerprint import kernel_fingerprints
 from aot.codegen.cpu.kernel import body_type, emit_checks, emit_entry, emit_kernel_body, emit_kernel_call, kernel_work_items
 from aot.codegen.cpu.symbols import check_module, check_object
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.llvm_pipeline import module_text, parse_verified, run_passes
+from aot.codegen.llvm_pipeline import OWN_VECTORS, module_text, optimize_text
 from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
 
@@ -63,6 +64,9 @@ def kernel_body(plan: ExecutionPlan, target: CpuTarget, index: int, machine: llv
     module.triple = target.triple
     emit_kernel_body(module, MathLib(module, target), target, plan, plan.kernels[index], BODY)
     text = canonical(module_text(module, machine))
+    body = body_of(plan.kernels[index], target)
+    if body is not None and body.own_vectors:
+        text = OWN_VECTORS + text
     symbol = f"{BODY}_{hashlib.sha256(text.encode()).hexdigest()[:24]}"
     # hidden: the entry object calls it, nothing outside the shared object does
     text = _BODY_DEFINE.sub(f'define hidden void @"{symbol}"(', text, count=1)
@@ -144,7 +148,7 @@ class ObjectBuilder:
         """Optimize and compile one module's text; `linked`: symbols other objects define."""
         target = self.targets[variant]
         machine = self.machine(target)
-        optimized = run_passes(parse_verified(text, "CPU"), machine, vectorize=True)
+        optimized = optimize_text(text, machine, "CPU")
         check_module(optimized, linked)
         obj = machine.emit_object(optimized)
         check_object(obj, linked)  # instruction selection can add libcalls the module does not show

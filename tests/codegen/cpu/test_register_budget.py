@@ -11,13 +11,15 @@ import re
 
 import pytest
 
-from aot.codegen.cpu import CpuTarget, build_module, optimize
+from aot.codegen.cpu import CpuTarget
+from aot.codegen.cpu.build import kernel_body
 from aot.codegen.cpu import packed_conv
 from aot.codegen.cpu.conv1x1 import Pointwise, is_pointwise_conv
 from aot.codegen.cpu.dot_dynamic import DynamicDot
 from aot.codegen.cpu.packed_conv import ConvGeometry, _conv_match
 from aot.codegen.cpu.packed_dot import DotTiling, is_cpu_packed_dot
 from aot.codegen.cpu.vector import accumulator_budget, registers_per_vector
+from aot.codegen.llvm_pipeline import optimize_text
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.pipeline import run_pipeline
 from bodies_util import conv2d, dense
@@ -119,9 +121,11 @@ def _fma_loops_touching_the_stack(make, cpu: str) -> tuple[int, int]:
     (a label, then code without another block up to the jump back to the label) with 8+ FMAs
     is a microkernel's reduction step; a stack operand there is a spilled value."""
     target = _target(cpu)
-    module, _ = build_module(run_pipeline(make()), target)
+    plan = run_pipeline(make())
     machine = target.target_machine()
-    assembly = machine.emit_assembly(optimize(module, machine))
+    # each kernel's body as the build optimizes it (its own module and pipeline)
+    assembly = "".join(machine.emit_assembly(optimize_text(kernel_body(plan, target, i, machine)[1], machine, "CPU"))
+                       for i in range(len(plan.kernels)))
     loops: list[str] = []
     label, body = None, []
     for line in assembly.splitlines():
