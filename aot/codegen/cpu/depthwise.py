@@ -13,7 +13,9 @@ Here the vector lanes run along the output width instead: work item
 The weight scalars are loaded and broadcast once per item. A block whose
 every read is inside the input takes plain vector loads; border blocks use
 masked loads that read 0 for padding (rows above/below the input mask every
-lane). Stride 2 loads two overlapping vectors and keeps the even columns;
+lane). Stride 2 loads two overlapping vectors and keeps the even columns, on
+x86 in a lane order where each register is one in-lane shuffle of its two
+loads (column_order), the block's sum put back in order once before its store;
 other strides load lane by lane. The last block of a row starts at OW - LANES
 and overlaps its neighbour (the overlap is recomputed, not read back), so no
 partial vector except for rows narrower than LANES. Rows of 2 to
@@ -180,10 +182,38 @@ def _row_filled(b: ir.IRBuilder, vec: ir.Value, row_ok: ir.Value | None, fill: f
     return b.select(row_ok, vec, ir.Constant(vec.type, [fill] * vec.type.count), name="rowfill")
 
 
+# Stride 2 picks every other column of two loads. In natural lane order that is a two-source
+# permute per register on AVX-512, and on AVX2 an in-lane shuffle (vshufps) plus a lane-crossing
+# fix-up (vpermpd) per register and tap -- two shuffles per FMA, the shuffle ports the limit.
+# In these lane orders each register is one vshufps of its two loads: a kernel whose lanes
+# combine lane by lane (FMA, max) accumulates in that order and restores the natural one once
+# per block (restore_order). Entry l: the output column (from ow0) that lane l holds.
+_STRIDE2_ORDERS = {
+    8: [0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15],  # AVX2: vshufps $136 / $221 of each ymm pair
+    16: [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15],  # AVX-512: vshufps $216 of the two loads
+}
+
+
+def column_order(w: Window, target: CpuTarget) -> list[int] | None:
+    """The lane order load_columns should use for `w` on `target` (None: natural)."""
+    if w.strides[1] != 2 or target.arch != "x86_64":
+        return None
+    return _STRIDE2_ORDERS.get(target.register_lanes)
+
+
+def restore_order(b: ir.IRBuilder, vec: ir.Value, order: list[int] | None) -> ir.Value:
+    """`vec`, whose lane l holds output column order[l], in natural order."""
+    if order is None:
+        return vec
+    inverse = [order.index(column) for column in range(LANES)]
+    return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, LANES), inverse), name="ordered")
+
+
 def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value,
-                 j: int, checked: bool, fill: float) -> ir.Value:
+                 j: int, checked: bool, fill: float, order: list[int] | None = None) -> ir.Value:
     """<LANES x f32>: input columns (ow0 + l)*sw + j*dw - pw of `row`; `fill` where they
-    are padding (checked) -- unchecked, every column must be inside."""
+    are padding (checked) -- unchecked, every column must be inside. `order` (stride 2
+    only, from column_order): lane l holds output column ow0 + order[l] instead."""
     sw = w.strides[1]
     first = b.add(b.mul(ow0, const_i64(sw)), const_i64(j * w.dilation[1] - w.pad_low[1]), name=f"col{j}")
     if sw == 1:
@@ -199,9 +229,10 @@ def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, r
         else:
             low = load_vector(b, row, first, LANES, f"x{j}.lo")
             high = load_vector(b, row, second, LANES, f"x{j}.hi")
-        half = LANES // 2
-        evens = [2 * l for l in range(half)] + [LANES + 2 * l + 1 for l in range(half)]
-        picked = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), evens), name=f"x{j}")
+        # output column k is input column first + 2k: lane 2k of low for k < LANES/2, else lane 2k - (LANES - 1) of high
+        columns = order or list(range(LANES))
+        picks = [2 * k if 2 * k < LANES else LANES + 2 * k - (LANES - 1) for k in columns]
+        picked = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), picks), name=f"x{j}")
         return _row_filled(b, picked, row_ok, fill) if checked else picked
     # other strides: lane by lane (rare: stride 3+ along the width)
     result: ir.Value = ir.Constant(vector_of(LANES), None)
@@ -442,15 +473,17 @@ def _emit_row(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Valu
     out_channels = conv.out.type.shape[1]
     out_row = b.mul(b.add(b.mul(b.add(b.mul(n, const_i64(out_channels)), o), const_i64(w.out_h)), oh), const_i64(w.out_w))
 
+    order = column_order(w, ctx.target)
+
     def block(ow0: ir.Value, rows_checked: bool, columns_checked: bool) -> None:
         acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
         for c, plane in enumerate(planes):
             for i in range(w.kh):
                 row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), rows_checked)
                 for j in range(w.kw):
-                    xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, rows_checked or columns_checked, 0.0)
+                    xv = load_columns(b, ctx.target, w, row, row_ok, ow0, j, rows_checked or columns_checked, 0.0, order)
                     acc = fma(b, xv, taps[(c * w.kh + i) * w.kw + j], acc, "acc")
-        store_block(ctx, conv, w, acc, [n, o], out_row, oh, ow0)
+        store_block(ctx, conv, w, restore_order(b, acc, order), [n, o], out_row, oh, ow0)
 
     def looped() -> None:
         for_blocks(ctx, w, oh, lambda ow0, checked: block(ow0, checked, checked))
