@@ -11,7 +11,6 @@ after:  %a = exp(%x); %c = add(%a, %a)
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Hashable
 from typing import Any
 
@@ -23,9 +22,31 @@ from aot.rewrite.base import Pass
 COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor"})
 
 
+class _ArrayKey:
+    """An array attribute as a dict key: equal when dtype, shape and bytes are. The hash reads
+    only the ends of the data (hashing all of it cost 0.2 s of resnet18's compile); arrays
+    whose ends match are then compared whole, which only merged weights usually get to."""
+
+    __slots__ = ("data", "_hash")
+
+    def __init__(self, value: np.ndarray):
+        self.data = np.ascontiguousarray(value)
+        flat = self.data.reshape(-1)
+        self._hash = hash((self.data.dtype.str, self.data.shape, flat[:64].tobytes(), flat[-64:].tobytes()))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _ArrayKey) and self._hash == other._hash and self.data.dtype == other.data.dtype
+                and self.data.shape == other.data.shape and self.data.tobytes() == other.data.tobytes())
+
+
 def _attr_key(value: Any) -> Hashable:
     if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, hashlib.sha256(np.ascontiguousarray(value).tobytes()).digest())
+        if value.dtype == object:  # strings: their bytes would be pointers
+            return ("objects", value.shape, tuple(value.reshape(-1).tolist()))
+        return ("array", _ArrayKey(value))
     if isinstance(value, tuple):
         return tuple(_attr_key(v) for v in value)
     if isinstance(value, float) and value != value:

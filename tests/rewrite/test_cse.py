@@ -81,3 +81,26 @@ def test_check_reads_the_merged_value_and_equal_checks_merge():
           %y = abs(%x) : f32[]
           return %y as "y"
         }""")
+
+
+def test_large_constants_merge_by_their_whole_content():
+    """Constants whose first and last 64 elements match but whose middles differ stay apart
+    (the key hashes only the ends); equal ones merge."""
+    import numpy as np
+
+    from aot.ir import Builder, DType, Graph, TensorType
+
+    graph = Graph()
+    x = graph.add_input("x", TensorType(DType.F32, (1000,)))
+    b = Builder(graph)
+    base = np.arange(1000, dtype=np.float32)
+    middle = base.copy()
+    middle[500] = -1.0
+    total = x
+    for values in (base, middle, base.copy()):
+        total = b.op("add", [total, b.constant(values)])
+    graph.add_output(total, "y")
+    assert CommonSubexprElim().run(graph)
+    constants = [n for n in graph.nodes if n.op == "constant"]
+    assert len(constants) == 2
+    assert sorted(float(n.attrs["value"][500]) for n in constants) == [-1.0, 500.0]

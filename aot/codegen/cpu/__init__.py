@@ -90,7 +90,7 @@ def emit_cpu_variants(plan: ExecutionPlan, targets: Sequence[CpuTarget], *, jobs
     reporter.phase("codegen", total=len(targets) * len(plan.kernels))
     variants = build_variants(builder, jobs or default_jobs(), reporter.advance)
     if cache:
-        cache.evict()
+        cache.evict_if_due()
     return [CpuCode(link_shared(built.objects, target), builder.kernels[v], target, _printer(builder, v, built))
             for v, (target, built) in enumerate(zip(targets, variants))]
 

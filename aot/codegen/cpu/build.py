@@ -10,9 +10,9 @@ aot_kernel_<i> (its buffers' addresses, then a tail call of its body), aot_model
 aot_model_checks and aot_code_info; link.py links the objects into one shared object
 per variant, bodies in plan order then the entry.
 
-The work runs in two rounds over worker processes: (1) every (variant, kernel) looks its
-body up in the cache by the kernel's fingerprint (fingerprint.py), else prints it and
-looks it up by its text; (2) each distinct body missing from the cache
+The work runs in two rounds over worker processes: (1) one kernel of each (variant,
+kernel fingerprint) (fingerprint.py: kernels of one fingerprint print one body) looks its
+body up in the cache by the fingerprint, else prints it and looks it up by its text; (2) each distinct body missing from the cache
 is optimized and compiled, the largest first. Why processes and not threads: llvmlite
 serializes every call into LLVM behind one lock (llvmlite.binding.ffi), so threads would
 run LLVM one at a time. The workers are forked once the plan exists and read it from
@@ -110,9 +110,9 @@ class ObjectBuilder:
         self.cache = cache
         self.kernels = [[(kernel_symbol(i), kernel_work_items(k, t)) for i, k in enumerate(plan.kernels)]
                         for t in self.targets]
-        # taken here, before the workers fork: the compiler's digest once per compile
-        self.fingerprints = [kernel_fingerprints(plan.kernels, t, len(plan.weights)) if cache else [None] * len(plan.kernels)
-                             for t in self.targets]
+        # taken here, before the workers fork: the compiler's digest once per compile. Also
+        # without a cache: kernels of one fingerprint print one body, so it is printed once.
+        self.fingerprints = kernel_fingerprints(plan.kernels, self.targets, len(plan.weights))
         self._machines: dict[CpuTarget, llvm.TargetMachine] = {}
 
     def machine(self, target: CpuTarget) -> llvm.TargetMachine:
@@ -181,9 +181,15 @@ def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int]
     """Every variant's objects. `advance(n)`: n more kernels have their object."""
     variants = range(len(builder.targets))
     kernels = range(len(builder.plan.kernels))
+    # one print per (variant, fingerprint): kernels with one fingerprint have one body
+    first: dict[tuple[int, str | int], tuple[int, int]] = {}
+    for v in variants:
+        for k in kernels:
+            first.setdefault((v, builder.fingerprints[v][k] or k), (v, k))
     with _executor(builder, workers) as run:
-        printed = dict(zip([(v, k) for v in variants for k in kernels],
-                           run(_print_body, [(v, k) for v in variants for k in kernels])))
+        calls = list(first.values())
+        found = dict(zip(calls, run(_print_body, calls)))
+        printed = {(v, k): found[first[v, builder.fingerprints[v][k] or k]] for v in variants for k in kernels}
         # one compile per distinct (variant, body) the cache lacks; the largest first
         users: dict[tuple[int, str], int] = {}  # kernels waiting for each compile
         for (v, _), p in printed.items():

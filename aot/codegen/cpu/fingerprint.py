@@ -92,19 +92,27 @@ def _plain(value: Any) -> str:
 def kernel_fingerprint(kernel: Kernel, target: CpuTarget, weight_bytes: int) -> str | None:
     """The kernel's fingerprint for `target`, or None when one of its attributes has a type
     the encoder does not know."""
-    return _fingerprint(kernel, target, weight_bytes, compiler_digest())
+    return kernel_fingerprints([kernel], [target], weight_bytes)[0][0]
 
 
-def kernel_fingerprints(kernels: list[Kernel], target: CpuTarget, weight_bytes: int) -> list[str | None]:
-    """kernel_fingerprint of each, the compiler's digest taken once."""
+def kernel_fingerprints(kernels: list[Kernel], targets: list[CpuTarget], weight_bytes: int) -> list[list[str | None]]:
+    """kernel_fingerprint of each kernel (inner list) for each target (outer list); the
+    compiler's digest and each kernel's description (its weights hashed) taken once."""
     digest = compiler_digest()
-    return [_fingerprint(kernel, target, weight_bytes, digest) for kernel in kernels]
+    described = [_describe(kernel) for kernel in kernels]
+    fingerprints = []
+    for target in targets:
+        header = f"aot kernel fingerprint 1\n{digest}\n{target.triple}\n{target.cpu}\n{target.features}\n" \
+                 f"weights {weight_bytes}\n"
+        fingerprints.append([None if text is None else hashlib.sha256((header + text).encode()).hexdigest()
+                             for text in described])
+    return fingerprints
 
 
-def _fingerprint(kernel: Kernel, target: CpuTarget, weight_bytes: int, digest: str) -> str | None:
+def _describe(kernel: Kernel) -> str | None:
+    """The kernel as text, names left out; None where an attribute cannot be encoded."""
     positions: dict[int, str] = {id(p): f"p{i}" for i, p in enumerate(kernel.params)}
-    parts = [f"aot kernel fingerprint 1\n{digest}\n{target.triple}\n{target.cpu}\n{target.features}\n"
-             f"weights {weight_bytes}\n"]
+    parts = []
     try:
         for i, param in enumerate(kernel.params):
             producer = param.producer
@@ -117,7 +125,7 @@ def _fingerprint(kernel: Kernel, target: CpuTarget, weight_bytes: int, digest: s
         parts.append(f"root {_reference(kernel.root, positions)}\n")
     except _Unknown:
         return None
-    return hashlib.sha256("".join(parts).encode()).hexdigest()
+    return "".join(parts)
 
 
 def _reference(value: Value, positions: dict[int, str]) -> str:

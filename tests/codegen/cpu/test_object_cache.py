@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from aot.codegen.cpu import emit_cpu
-from aot.codegen.cpu.cache import MAGIC, ObjectCache, default_cache_dir, object_key
+from aot.codegen.cpu.cache import EVICT_INTERVAL_S, MAGIC, ObjectCache, default_cache_dir, object_key
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir import DType
 from codegen_util import HOST, graph_with_inputs, simple_plan
@@ -56,6 +57,24 @@ def test_evict_removes_least_recently_used_past_the_bound(tmp_path):
     os.utime(cache.path(keys[0]), ns=(10**12, 10**12))  # used last
     cache.evict()
     assert [cache.get(k) is not None for k in keys] == [True, False, False, True, True]
+
+
+def test_evict_if_due_scans_once_per_interval(tmp_path):
+    cache = ObjectCache(tmp_path, max_bytes=len(MAGIC) + 32 + 100)
+    keys = [f"{i:02x}" + "1" * 62 for i in range(3)]
+    cache.put(keys[0], bytes(100))
+    cache.put(keys[1], bytes(100))
+    os.utime(cache.path(keys[0]), ns=(10**9, 10**9))
+    cache.evict_if_due()  # no stamp: evicts, then stamps
+    assert [cache.get(k) is not None for k in keys[:2]] == [False, True]
+    cache.put(keys[2], bytes(100))
+    cache.evict_if_due()  # stamped just now: left over its bound
+    assert all(cache.get(k) is not None for k in keys[1:])
+    old = time.time() - EVICT_INTERVAL_S - 1
+    os.utime(tmp_path / "evicted", (old, old))
+    os.utime(cache.path(keys[1]), ns=(10**9, 10**9))
+    cache.evict_if_due()
+    assert [cache.get(k) is not None for k in keys[1:]] == [False, True]
 
 
 def test_unwritable_cache_only_misses(tmp_path):
