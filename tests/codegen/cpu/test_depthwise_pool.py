@@ -91,7 +91,7 @@ def test_depthwise_bias_relu6(x_shape, kernel, strides, padding, dilation, targe
     ((1, 2, 4, 4), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # exactly one vector: every tap crosses the plane's ends
     ((1, 3, 9, 9), (3, 3), ((2, 2), (2, 2)), (2, 2)),  # dilated
     ((1, 2, 11, 6), (5, 3), ((0, 4), (2, 0)), (1, 1)),  # high rows only, low columns only: out_h != H
-    ((1, 2, 32, 32), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # MAX_PLANE_VECTORS vectors
+    ((1, 2, 64, 64), (3, 3), ((1, 1), (1, 1)), (1, 1)),  # MAX_PLANE_VECTORS vectors
 ])
 @pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
 def test_depthwise_whole_planes(x_shape, kernel, padding, dilation, target):
@@ -105,7 +105,7 @@ def test_depthwise_whole_planes(x_shape, kernel, padding, dilation, target):
 
 
 @pytest.mark.parametrize("x_shape,strides,padding", [
-    ((1, 2, 33, 32), (1, 1), ((1, 1), (1, 1))),  # more than MAX_PLANE_VECTORS vectors
+    ((1, 2, 65, 64), (1, 1), ((1, 1), (1, 1))),  # more than MAX_PLANE_VECTORS vectors
     ((1, 2, 14, 14), (2, 2), ((1, 1), (1, 1))),  # stride 2
     ((1, 2, 14, 14), (1, 1), ((1, 1), (0, 0))),  # output rows narrower than the input's
     ((1, 2, 3, 5), (1, 1), ((1, 1), (1, 1))),  # a plane smaller than one vector
@@ -121,8 +121,8 @@ def test_depthwise_rows_where_planes_do_not_apply(x_shape, strides, padding):
 # rows of 2 to MAX_UNROLLED_BLOCKS blocks: inner rows run their blocks at compile-time columns
 # (constant column masks), border rows the checked loop
 @pytest.mark.parametrize("x_shape,strides,padding", [
-    ((1, 3, 9, 128), (1, 1), ((1, 1), (1, 1))),  # MAX_UNROLLED_BLOCKS blocks
-    ((1, 2, 9, 130), (1, 1), ((1, 1), (1, 1))),  # one more: looped
+    ((1, 3, 33, 128), (1, 1), ((1, 1), (1, 1))),  # MAX_UNROLLED_BLOCKS blocks
+    ((1, 2, 33, 130), (1, 1), ((1, 1), (1, 1))),  # one more: looped
     ((1, 3, 9, 60), (2, 2), ((1, 1), (1, 1))),  # stride 2: 30 columns, the last block overlapping
     ((1, 2, 40, 37), (1, 1), ((0, 2), (3, 0))),  # one-sided padding
 ])
@@ -158,6 +158,15 @@ def test_depthwise_channel_multiplier():
 @pytest.mark.parametrize("width", [5, 33])
 def test_depthwise_epilogues(epilogue, width):
     make = conv2d((2, 6, 9, width), 6, (3, 3), epilogue, groups=6, padding=((1, 1), (1, 1)))
+    plan = check(make, feeds_for(make), pieces=2)
+    assert DEPTHWISE_EMITTER in emitters(plan)
+
+
+@pytest.mark.parametrize("epilogue", ["residual_tanh", "two_consumers"])
+@pytest.mark.parametrize("width", [120, 200])  # rows (planes over MAX_PLANE_VECTORS): unrolled blocks, looped
+def test_depthwise_row_epilogues(epilogue, width):
+    make = conv2d((1, 3, 40, width), 3, (3, 3), epilogue, groups=3, padding=((1, 1), (1, 1)))
+    assert not plane_mode(conv_window(next(n for n in make().nodes if n.op == "conv")))
     plan = check(make, feeds_for(make), pieces=2)
     assert DEPTHWISE_EMITTER in emitters(plan)
 
