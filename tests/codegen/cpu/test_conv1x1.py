@@ -187,3 +187,18 @@ def test_tail_dot_nan_and_inf_stay_in_their_pixels():
     finite = np.isfinite(expected)
     np.testing.assert_allclose(got[0][finite], expected[finite], **TOL)
     assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_large_outputs_run_channel_block_major(target):
+    # 8 -> 48 channels at 112x112: 2.4 MB out, over MAX_PIXEL_MAJOR_OUTPUT
+    make = pointwise((1, 8, 112, 112), 48)
+    assert _tiling(make, target).channel_major
+    assert not _tiling(pointwise((1, 48, 112, 112), 8), target).channel_major  # output smaller than input
+    assert not _tiling(pointwise((1, 8, 56, 56), 48), target).channel_major
+    feeds = feeds_for(make)
+    plan = check(make, feeds, pieces=3, target=target)
+    assert emitters(plan) == [POINTWISE_EMITTER]
+    whole, _ = compile_and_run(make(), feeds, target=target)
+    split, _ = compile_and_run(make(), feeds, 7, target=target)
+    np.testing.assert_array_equal(split[0], whole[0])
