@@ -83,7 +83,7 @@ def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.V
     for first in range(0, lanes, piece):
         at = b.add(offset, const_i64(first)) if first else offset
         mask = lane_mask(first, piece)
-        bits = mask.constant if isinstance(mask, ir.Constant) and isinstance(mask.constant, list) else None
+        bits = _constant_bits(mask)
         if bits is not None and not any(bits):
             parts.append(ir.Constant(vector_of(piece), [fill] * piece))
         elif bits is not None and all(bits):
@@ -95,6 +95,15 @@ def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.V
         both = ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
         parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
     return parts[0]
+
+
+def _constant_bits(mask: ir.Value) -> list[bool] | None:
+    """The lanes of a constant <n x i1> mask as bools, None where the mask is computed.
+    llvmlite keeps a vector constant's elements as ir.Constant objects, each truthy
+    whatever its value: their own .constant is the bit."""
+    if not isinstance(mask, ir.Constant) or not isinstance(mask.constant, list):
+        return None
+    return [bool(lane.constant) if isinstance(lane, ir.Constant) else bool(lane) for lane in mask.constant]
 
 
 def _register_masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, mask: ir.Value, fill: float, name: str) -> ir.Value:
