@@ -119,7 +119,13 @@ def parse_donate_option(values: tuple[str, ...], known: Sequence[str] = ()) -> d
 
 compile_options = [
     click.argument("model", type=click.Path(dir_okay=False, path_type=Path)),
-    click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="artifact path (default: MODEL with .aot)"),
+    click.option("-o", "--output", type=click.Path(path_type=Path),
+                 help="artifact path (default: MODEL with .aot); with --emit c, a directory (default: MODEL's)"),
+    click.option("--emit", type=click.Choice(["artifact", "c"]), default="artifact", show_default=True,
+                 help="artifact: one .aot file for the runtime; c: a static object, archive and C header "
+                      "(NAME.o, libNAME.a, NAME.h, NAME.json) to link without the runtime"),
+    click.option("--name", default=None,
+                 help="with --emit c: the C prefix of the header's names (default: MODEL's file name as an identifier)"),
     click.option("--shape", "shape", multiple=True, help="fix an input's shape: NAME=1x3x224x224 (repeatable)"),
     click.option("--bind", "bind", multiple=True, help="fix an input to a constant: NAME=FILE.npy (repeatable, ONNX)"),
     click.option("--target", default="cpu", show_default=True,
@@ -150,7 +156,13 @@ def _with_compile_options(fn: Any) -> Any:
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
              cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, donate: tuple[str, ...],
              no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool,
-             no_cache: bool = False) -> None:
+             no_cache: bool = False, emit: str = "artifact", name: str | None = None) -> None:
+    if emit == "c":
+        _emit_c(model, output, name, shape, bind, target, cpu, sm, gpu_matmul_precision, donate, no_infer_donation,
+                dump_ir, explain, verbose, no_cache)
+        return
+    if name is not None:
+        _fail(ArgumentError(f"--name {name} names the C prefix of --emit c; an artifact keeps the model's name"))
     from aot.codegen.nvptx.target import MATMUL_PRECISIONS
     from aot.driver import check_target, compile_model
     from aot.planning.fusion import explain as explain_fusion
@@ -194,6 +206,36 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
     code = [c["arch"] for c in m["cpu"]] + [s["sm"] for s in m.get("cuda", {}).get("sms", [])]
     click.echo(f"wrote {output}: {result.size} bytes, {len(m['kernels'])} kernels ({', '.join(code)}), "
                f"arena {m['arena']['bytes']} B, weights {m['weights']['bytes']} B")
+
+
+def _emit_c(model: Path, output: Path | None, name: str | None, shape: tuple[str, ...], bind: tuple[str, ...],
+            target: str, cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, donate: tuple[str, ...],
+            no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool, no_cache: bool) -> None:
+    """--emit c (aot/emit_c.py): what needs the runtime or an artifact is refused before any work."""
+    from aot.emit_c import emit_c
+
+    refused = [(target != "cpu", f"--target {target}", "the static object holds CPU code only"),
+               (sm is not None, f"--sm {sm}", "the static object holds CPU code only"),
+               (gpu_matmul_precision is not None, f"--gpu-matmul-precision {gpu_matmul_precision}",
+                "the static object holds CPU code only"),
+               (dump_ir is not None, "--dump-ir", "compile an artifact to see the IR"),
+               (explain is not None, f"--explain {explain}", "compile an artifact to see the fusion")]
+    for given, option, why in refused:
+        if given:
+            _fail(ArgumentError(f"{option} does not go with --emit c: {why}"))
+    shapes = parse_shape_option(shape)
+    donations = parse_donate_option(donate, _model_input_names(model))
+    out_dir = output if output is not None else (model.parent if str(model.parent) else Path("."))
+    log = (lambda line: click.echo(line, err=True)) if verbose else None
+    try:
+        with _cache_off(no_cache):
+            result = emit_c(model, out_dir, name=name, shapes=shapes, bind=_load_arrays(bind, "--bind"), cpu=cpu,
+                            donate=donations, infer_donation=not no_infer_donation, log=log)
+    except AotError as err:
+        _fail(err)
+    written = ", ".join(str(path) for path in result.files.values())
+    click.echo(f"wrote {written}: {result.kernels} kernels for {result.cpu}, arena {result.arena_bytes} B, "
+               f"weights {result.weights_bytes} B; entry {result.prefix}_run")
 
 
 @contextmanager
