@@ -1,6 +1,7 @@
 """C identifiers for a model's names, and the header compiling on its own (aot/c_header.py)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -81,3 +82,16 @@ def test_comments_cannot_be_closed_by_a_models_names():
     body = text.split("*/", 1)[1]  # after the leading comment, only whole comments and code
     assert "weird *\\/ name.onnx" in text and "'x/\\*'" in text
     assert body.count("/*") == body.count("*/")
+
+
+def test_the_header_compiles_as_cpp(tmp_path):
+    """extern "C" and no C++ keyword among the names: C++ programs link the object too."""
+    cxx = shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "m.h").write_text(header_text(_spec(inputs=[CTensor("new", "new_", "float32", (2,), 8)])))
+    (tmp_path / "use.cc").write_text('#include "m.h"\nint use(uint16_t* y, uint8_t* b) { const float x[M_NEW__SIZE] = {1, 2};'
+                                     " return m_run(x, y, b, nullptr); }\n")
+    result = subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-c", "use.cc", "-o", "use.o"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
