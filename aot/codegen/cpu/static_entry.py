@@ -63,9 +63,15 @@ def check_static_target(target: CpuTarget) -> None:
 def _weights_asm(prefix: str, path: str) -> str:
     """Module assembly defining the local symbol <prefix>_weights: the file's bytes, read-only."""
     section = f".rodata.{weights_symbol(prefix)}"
+    quoted = path.replace("\\", "\\\\").replace('"', '\\"')  # an assembler string: \\ and \"
     lines = [f'.pushsection {section},"a",@progbits', f".balign {WEIGHTS_ALIGN}", f"{weights_symbol(prefix)}:",
-             f'.incbin "{path}"', ".popsection"]
-    return "".join(f'module asm "{line.replace(chr(34), chr(92) + "22")}"\n' for line in lines)
+             f'.incbin "{quoted}"', ".popsection"]
+    return "".join(f'module asm "{_llvm_string(line)}"\n' for line in lines)
+
+
+def _llvm_string(text: str) -> str:
+    """`text` inside an LLVM assembly string: '"', '\\' and non-printable bytes as \\XX."""
+    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in text.encode())
 
 
 def entry_text(plan: ExecutionPlan, target: CpuTarget, prefix: str, bodies: Sequence[str],

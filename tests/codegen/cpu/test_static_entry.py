@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -103,3 +104,12 @@ def test_a_cross_target_is_refused():
     other = CpuTarget.from_name("neoverse-v1" if HOST.arch == "x86_64" else "x86-64-v3")
     with pytest.raises(ArgumentError, match="builds for this host's architecture"):
         emit_static_object(_plan(), other, "two")
+
+
+def test_a_temporary_folder_with_quotes_and_backslashes_in_its_name(built, tmp_path, monkeypatch):
+    """The weights reach the assembler by path (.incbin): quoted for it, and for LLVM's string."""
+    odd = tmp_path / 'we"ird\\dir $x'
+    odd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(odd))
+    plan, obj = built
+    assert emit_static_object(plan, HOST, "two") == obj
