@@ -268,7 +268,7 @@ def _phase_log(reporter: progress.Reporter) -> Callable[[str], None] | None:
 @click.command(name="aot-compile", cls=Command)
 @_with_compile_options
 def compile_main(**kwargs: Any) -> None:
-    """Compile MODEL (ONNX) into one self-contained .aot artifact."""
+    """Compile MODEL (ONNX) into one self-contained .aot artifact (--emit c: a static object and a C header)."""
     _compile(**kwargs)
 
 
@@ -281,7 +281,7 @@ def main() -> None:
 @main.command(name="compile")
 @_with_compile_options
 def compile_command(**kwargs: Any) -> None:
-    """Compile MODEL (ONNX) into one self-contained .aot artifact."""
+    """Compile MODEL (ONNX) into one self-contained .aot artifact (--emit c: a static object and a C header)."""
     _compile(**kwargs)
 
 
