@@ -13,9 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import make_samples as samples
 from aot.cli import compile_main
+from aot.codegen.cpu import CpuTarget
 from aot.emit_c import emit_c
 from aot.errors import ArgumentError, UnsupportedError
 from emit_c_util import build, described, driver_source, run_models
+from targets_util import host_runs
 
 RTOL = 1e-4
 
@@ -241,3 +243,20 @@ def test_a_dynamic_dim_asks_for_a_shape(tmp_path):
     assert result.exit_code == 1 and "fix it with --shape x=1x4" in result.output
     with pytest.raises(ArgumentError, match="it is a file"):
         emit_c(path, path)
+
+
+def test_a_named_cpu_variant(sample_dir, tmp_path):
+    """--cpu picks the one variant; the header and the json name it, and what it uses."""
+    target = CpuTarget.from_name("x86-64-v3")
+    if CpuTarget.host().arch != "x86_64" or not host_runs(target):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    out = tmp_path / "out"
+    result = emit_c(sample_dir["lenet"], out, cpu="x86-64-v3", name="bn")
+    info = described(out, "bn")
+    assert result.cpu == info["cpu"]["name"] == "x86-64-v3" and "avx2" in info["cpu"]["features"]
+    assert "avx512f" not in info["cpu"]["features"]
+    assert "Code for CPU 'x86-64-v3' (x86_64), using:" in (out / "bn.h").read_text()
+    program = build(driver_source([info]), tmp_path, [out], [out / "bn.o"])
+    x = np.load(sample_dir["lenet"].with_name("lenet.input.npy"))
+    (got,) = run_models(program, tmp_path, {"bn": [x]}, {"bn": info})["bn"]
+    _close(got, _ort(str(sample_dir["lenet"]), {"x": x})[0])
