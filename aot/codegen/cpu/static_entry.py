@@ -164,14 +164,7 @@ def emit_static_object(plan: ExecutionPlan, target: CpuTarget, prefix: str) -> b
             linked = entry
         else:
             linked.link_in(entry)
-        for fn in linked.functions:
-            if not fn.is_declaration and fn.name != public:
-                fn.linkage = llvm.Linkage.internal
-                fn.visibility = llvm.Visibility.default
-        for variable in linked.global_variables:
-            if not variable.is_declaration:
-                variable.linkage = llvm.Linkage.internal
-                variable.visibility = llvm.Visibility.default
+        _localize(linked, public)
         check_module(linked, frozenset({weights_symbol(prefix)}))
         try:
             obj = machine.emit_object(linked)
@@ -179,3 +172,14 @@ def emit_static_object(plan: ExecutionPlan, target: CpuTarget, prefix: str) -> b
             raise CodegenError(f"LLVM could not emit the static object for '{prefix}': {err}") from None
     check_object(obj)
     return obj
+
+
+def _localize(module: llvm.ModuleRef, public: str) -> None:
+    """Every definition but `public` internal (a local symbol): the bodies' hashed names and
+    aot_model_entry would clash when two models link into one program."""
+    local = (llvm.Linkage.internal, llvm.Linkage.private)
+    for value in [*module.functions, *module.global_variables]:
+        if value.is_declaration or value.name == public or value.linkage in local:
+            continue
+        value.linkage = llvm.Linkage.internal
+        value.visibility = llvm.Visibility.default  # a local symbol has default visibility
