@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from aot.artifact import read_artifact
+from aot.gates.artifact_file import read_checked
 from aot.errors import AotError, ArgumentError, ModelError, RunError
 from aot.gates.cold import ColdStart, measure_cold
 from aot.gates.inputs import input_specs, random_feeds
@@ -58,7 +58,7 @@ def open_engine(path: Path, threads: int, seed: int, shapes: Mapping[str, tuple[
 
     if threads < 1:
         raise ArgumentError(f"--threads {threads}: at least 1 thread is needed")
-    manifest = read_artifact(path).manifest
+    manifest = read_checked(path).manifest
     feeds = random_feeds(input_specs(manifest["inputs"], shapes), seed)
     engine = Engine(path, Session(path, threads=threads), feeds)
     engine.call()

@@ -78,4 +78,7 @@ def format_ms(ms: float | None) -> str:
 
 
 def format_percent(pct: float | None) -> str:
-    return "-" if pct is None else f"{pct:+.1f}%"
+    if pct is None:
+        return "-"
+    shown = round(pct, 1)
+    return f"{shown if shown else 0.0:+.1f}%"  # never "-0.0%"
