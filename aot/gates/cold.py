@@ -65,14 +65,25 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
 
 
+def write_feeds(path: Path, feeds: dict[str, np.ndarray]) -> None:
+    """The arrays by position in `path` (.npz), their names beside it (.json): a model's input
+    names may hold any character, and np.savez's keywords cannot be "file" or hold "/"."""
+    np.savez(path, *feeds.values())
+    path.with_suffix(".json").write_text(json.dumps(list(feeds)))
+
+
+def read_feeds(path: Path) -> dict[str, np.ndarray]:
+    names = json.loads(path.with_suffix(".json").read_text())
+    with np.load(path) as stored:
+        return {name: stored[f"arr_{i}"] for i, name in enumerate(names)}
+
+
 def _child(artifact: str, feeds_path: str, threads: int) -> dict[str, float | int]:
     from aot.runtime.library import load_library
     from aot.runtime.session import Session
 
     load_library()  # a C server has the runtime linked before it starts: not the model's cost
-    names = json.loads(Path(feeds_path).with_suffix(".json").read_text())
-    with np.load(feeds_path) as stored:
-        feeds = {name: stored[f"arr_{i}"] for i, name in enumerate(names)}
+    feeds = read_feeds(Path(feeds_path))
     baseline = _status_bytes("VmRSS") or _peak_rss()
     start = time.perf_counter()
     session = Session(artifact, threads=threads)
@@ -96,10 +107,7 @@ def measure_cold(artifact: Path, feeds: dict[str, np.ndarray], threads: int, tim
     """Open and run `artifact` once in a new Python process; RunError if that process fails."""
     with tempfile.TemporaryDirectory(prefix="aot-cold-") as tmp:
         feeds_path = Path(tmp) / "feeds.npz"
-        # by position, names beside: a model's input names may hold any character, and
-        # np.savez's keywords cannot be "file" or hold "/"
-        np.savez(feeds_path, *feeds.values())
-        feeds_path.with_suffix(".json").write_text(json.dumps(list(feeds)))
+        write_feeds(feeds_path, feeds)
         command = [sys.executable, "-m", "aot.gates.cold", str(artifact), str(feeds_path), str(threads)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=_child_env(), timeout=timeout_s,
