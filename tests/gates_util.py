@@ -2,7 +2,8 @@
 
     artifacts = compile_samples(tmp_path_factory, {"lenet": {}, "lenet_v3": {"cpu": "x86-64-v3"}})
 
-A name is a sample's (models/make_samples.py) or a sample's followed by `_TAG`; the
+A name is a model's (a sample of models/make_samples.py, or `lenet_logits`: lenet without
+its softmax, a changed model that compiles fast) or a model's followed by `_TAG`; the
 options go to `aot.compile`. Every entry of the result is a Path; `MODEL.onnx` entries
 name the source models.
 """
@@ -11,19 +12,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
 
 import aot
 import make_samples
 
 
+def lenet_logits() -> onnx.ModelProto:
+    """lenet ending at its last Gemm: one kernel fewer, another output name."""
+    model = make_samples.make_sample("lenet")
+    softmax = model.graph.node[-1]
+    assert softmax.op_type == "Softmax"
+    model.graph.output[0].name = softmax.input[0]
+    del model.graph.node[-1]
+    model.graph.name = "lenet_logits"
+    return model
+
+
 def compile_samples(factory: pytest.TempPathFactory, builds: dict[str, dict[str, Any]]) -> dict[str, Path]:
     out = factory.mktemp("gates")
     models = make_samples.write_samples(out)
+    models["lenet_logits"] = out / "lenet_logits.onnx"
+    onnx.save(lenet_logits(), models["lenet_logits"])
     paths: dict[str, Path] = {f"{name}.onnx": path for name, path in models.items()}
     for name, options in builds.items():
         paths[name] = out / f"{name}.aot"
-        aot.compile(models[name.split("_")[0] if name not in models else name], paths[name], **options)
+        model = name if name in models else name.rpartition("_")[0]
+        aot.compile(models[model], paths[name], **options)
     return paths
 
 

@@ -13,7 +13,7 @@ from gates_util import compile_samples, damaged_copies
 def samples(tmp_path_factory):
     # AOT_CPU=native in the suite (tests/conftest.py): lenet and lenet_again are this host's code
     return compile_samples(tmp_path_factory, {"lenet": {}, "lenet_again": {}, "lenet_v3": {"cpu": "x86-64-v3"},
-                                              "lenet_bn": {}, "mlp": {}})
+                                              "lenet_logits": {}, "mlp": {}})
 
 
 def test_identical_artifacts_print_no_differences(samples):
@@ -38,13 +38,17 @@ def test_another_cpu_changes_the_code_sections_and_the_targets(samples):
 
 
 def test_a_changed_model_shows_its_kernels_plan_and_manifest(samples):
-    diff = diff_artifacts(samples["lenet"], samples["lenet_bn"])
+    diff = diff_artifacts(samples["lenet"], samples["lenet_logits"])
     names = [c.name for c in diff.groups["sections"]]
-    assert "weights" in names and "manifest" in names
-    plan = {c.name for c in diff.groups["plan"]}
-    assert {"kernel added", "kernel removed"} <= plan
+    assert "manifest" in names and "weights" not in names  # the same weights: only the softmax went
+    plan = {(c.name, c.before, c.after) for c in diff.groups["plan"]}
+    assert ("kernel count", 9, 8) in plan
+    assert any(name == "kernel removed" and "exp" in before for name, before, _ in plan)
+    kernels = diff.groups["kernels"]
+    assert any(c.after is None and "mul" in c.name for c in kernels)  # the softmax kernel's code is gone
     manifest = {c.name: c for c in diff.groups["manifest"]}
-    assert manifest["model name"].before == "lenet" and manifest["model name"].after == "lenet_bn"
+    assert manifest["output y"].before == "float32[1, 10]" and manifest["output y"].after is None
+    assert manifest["model sha256"].before != manifest["model sha256"].after
 
 
 def test_input_shape_changes_are_named(samples):
@@ -54,7 +58,7 @@ def test_input_shape_changes_are_named(samples):
 
 
 def test_changes_sort_by_absolute_size_change(samples):
-    diff = diff_artifacts(samples["lenet"], samples["lenet_bn"])
+    diff = diff_artifacts(samples["lenet"], samples["lenet_logits"])
     for group in ("sections", "kernels"):
         deltas = [abs(c.delta) for c in diff.groups[group] if c.delta is not None]
         assert deltas == sorted(deltas, reverse=True) and deltas
@@ -64,13 +68,13 @@ def test_changes_sort_by_absolute_size_change(samples):
 
 
 def test_the_text_has_a_headline_and_a_block_per_group(samples):
-    text = format_diff(diff_artifacts(samples["lenet"], samples["lenet_bn"]))
+    text = format_diff(diff_artifacts(samples["lenet"], samples["lenet_logits"]))
     lines = text.splitlines()
-    assert lines[0].startswith(f"{samples['lenet']} -> {samples['lenet_bn']}: ")
+    assert lines[0].startswith(f"{samples['lenet']} -> {samples['lenet_logits']}: ")
     for title in ("sections (stored bytes)", "kernel code (bytes, per CPU variant)", "manifest", "plan"):
         assert title in lines
-    weights = next(line for line in lines if line.strip().startswith("weights "))
-    assert "->" in weights and "raw" in weights
+    manifest = next(line for line in lines if line.strip().startswith("manifest "))
+    assert "->" in manifest and "raw" in manifest
 
 
 def test_change_sizes():
@@ -86,7 +90,7 @@ def test_cli_text_and_json(samples):
     assert "cpu.x86_64.x86-64-v3" in text.stdout
     same = CliRunner().invoke(main, ["diff", str(samples["lenet"]), str(samples["lenet_again"])])
     assert same.exit_code == 0 and same.stdout == "no differences\n"
-    raw = CliRunner().invoke(main, ["diff", "--json", str(samples["lenet"]), str(samples["lenet_bn"])])
+    raw = CliRunner().invoke(main, ["diff", "--json", str(samples["lenet"]), str(samples["lenet_logits"])])
     data = json.loads(raw.stdout)
     assert data["identical"] is False and data["delta_bytes"] == data["b_bytes"] - data["a_bytes"]
     assert {"sections", "kernels", "manifest", "plan"} <= set(data)
