@@ -121,7 +121,7 @@ def evaluate(budgets: Budgets, m: Measurements) -> list[Row]:
         assert m.cold is not None, "a memory budget needs the fresh-process run"
         limit, peak = budgets.max_memory_bytes, m.cold.peak_rss_bytes
         rows.append(Row("peak memory", "bytes", limit, peak, peak <= limit, f"<= {format_size(limit)}",
-                        format_size(peak), f"resident, Python's own {format_size(m.cold.baseline_rss_bytes)}"))
+                        format_size(peak), f"resident; before the open {format_size(m.cold.baseline_rss_bytes)}"))
     if budgets.max_regression_pct is not None:
         assert m.latency is not None and m.baseline_latency is not None and m.baseline_size_bytes is not None
         limit_pct = budgets.max_regression_pct
