@@ -13,6 +13,7 @@ measurement itself, so its logic is tested with made-up numbers.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,7 +95,9 @@ class Row:
     detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"budget": self.budget, "unit": self.unit, "limit": self.limit, "measured": self.measured,
+        # strict JSON has no Infinity: growth from a zero baseline is reported as null
+        measured = self.measured if math.isfinite(self.measured) else None
+        return {"budget": self.budget, "unit": self.unit, "limit": self.limit, "measured": measured,
                 "ok": self.ok, "detail": self.detail}
 
 

@@ -2,6 +2,7 @@
 and real small runs on the lenet sample (which check only that it runs, never how fast)."""
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -58,8 +59,6 @@ def test_a_budget_equal_to_the_measurement_is_met():
 
 
 def test_regressions_compare_median_and_size_with_the_baseline():
-    from pathlib import Path
-
     rows = evaluate(Budgets(baseline=Path("old.aot"), max_regression_pct=2.0), MEASURED)
     latency, size = rows
     assert latency.budget == "latency vs baseline" and latency.measured == pytest.approx(100 * 0.2 / 9.8)
@@ -95,6 +94,13 @@ def test_json_holds_the_same_fields():
                                   "ok": False, "detail": "4000000 B"}
     assert data["budgets"][1]["budget"] == "peak memory" and data["budgets"][1]["ok"] is True
     assert data["measurements"]["cold"]["peak_rss_bytes"] == 90_000_000
+
+
+def test_growth_from_a_zero_baseline_is_broken_and_strict_json():
+    m = Measurements(size_bytes=10, latency=lat(1.0), baseline_size_bytes=10, baseline_latency=lat(0.0))
+    rows = evaluate(Budgets(baseline=Path("old.aot"), max_regression_pct=5.0), m)
+    assert not rows[0].ok and rows[0].measured_text == "+inf%"
+    assert json.loads(json.dumps(rows[0].to_json(), allow_nan=False))["measured"] is None
 
 
 @pytest.mark.parametrize("budgets, says", [
