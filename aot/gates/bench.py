@@ -96,6 +96,17 @@ def onnx_engine(model: Path, threads: int, feeds: Mapping[str, np.ndarray]) -> C
     return call
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what Python knows: ratios differ between CPUs."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 @dataclass(frozen=True)
 class BenchReport:
     artifact: str
@@ -106,6 +117,7 @@ class BenchReport:
     cold: ColdStart | None
     onnx_model: str | None = None
     onnx: Stats | None = None
+    cpu: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -117,7 +129,7 @@ class BenchReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "artifact": self.artifact, "size_bytes": self.size_bytes, "threads": self.threads,
-            "cpu_variant": self.cpu_variant, "machine": platform.machine(),
+            "cpu_variant": self.cpu_variant, "cpu": self.cpu,
             "latency": self.latency.to_json(),
             "cold": self.cold.to_json() if self.cold else None,
             "onnxruntime": ({"model": self.onnx_model, "latency": self.onnx.to_json(), "ratio": self.ratio}
@@ -139,7 +151,7 @@ def bench(path: Path, config: BenchConfig, *, clock: Clock = time.perf_counter,
         artifact=str(path), size_bytes=path.stat().st_size, threads=config.threads,
         cpu_variant=engine.session.cpu_variant, latency=stats(times[0]), cold=cold_start,
         onnx_model=str(config.compare_onnx) if config.compare_onnx is not None else None,
-        onnx=stats(times[1]) if len(times) > 1 else None,
+        onnx=stats(times[1]) if len(times) > 1 else None, cpu=cpu_name(),
     )
 
 
@@ -148,7 +160,7 @@ def format_bench(report: BenchReport) -> str:
     variant = f", cpu code {report.cpu_variant}" if report.cpu_variant else ""
     lines = [
         f"{report.artifact}: {format_size(report.size_bytes)} ({report.size_bytes} B), "
-        f"{report.threads} thread(s){variant}",
+        f"{report.threads} thread(s){variant}" + (f" on {report.cpu}" if report.cpu else ""),
         f"latency      median {format_ms(lat.median_ms)}  p90 {format_ms(lat.p90_ms)}  "
         f"min {format_ms(lat.min_ms)}  ({lat.runs} runs)",
     ]

@@ -164,14 +164,15 @@ def measure(path: Path, budgets: Budgets, config: RunConfig, *, clock: Clock = t
     """What `budgets` need of `path` (and of the baseline), nothing more."""
     budgets.validate()
     check_counts(config.runs, config.warmup)
-    read_checked(path)  # the whole file checked: a damaged artifact is an error, whatever the budgets
     baseline_size = None
     if budgets.baseline is not None:
         read_checked(budgets.baseline)
         baseline_size = budgets.baseline.stat().st_size
     latency = baseline_latency = cold_start = None
-    if budgets.needs_latency or budgets.needs_cold:
-        engine = open_engine(path, config.threads, config.seed, config.shapes)
+    if not (budgets.needs_latency or budgets.needs_cold):
+        read_checked(path)  # the whole file checked: a damaged artifact is an error, whatever the budgets
+    else:
+        engine = open_engine(path, config.threads, config.seed, config.shapes)  # reads and checks it too
         if budgets.needs_latency:
             calls = [engine.call]
             if budgets.baseline is not None:
