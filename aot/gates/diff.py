@@ -146,7 +146,8 @@ def _fields(manifest: dict[str, Any]) -> dict[str, str]:
         "format version": str(manifest.get("format_version")),
         "compiler": f"{manifest.get('compiler', {}).get('name', '?')} {manifest.get('compiler', {}).get('version', '?')}",
         "model name": str(manifest.get("model", {}).get("name")),
-        "model sha256": str(manifest.get("model", {}).get("source_sha256")),
+        # as `aot inspect` shows it: 64 bits tell two models apart
+        "model sha256": str(manifest.get("model", {}).get("source_sha256"))[:16] + "...",
         "targets": _targets(manifest),
         "donations": ", ".join(f"{d['input']}->{d['output']}" for d in manifest.get("donations", [])) or "none",
     }
@@ -240,6 +241,18 @@ def _value(value: Value) -> str:
     return f"{value:,}" if isinstance(value, int) else value
 
 
+def _values(change: Change) -> str:
+    """`before -> after`; a text on one side only is said as added or removed (a kernel's row
+    says so in its name already)."""
+    one_side = (change.before is None) != (change.after is None)
+    if change.delta is not None or not one_side:
+        return f"{_value(change.before)} -> {_value(change.after)}"
+    present = _value(change.after if change.before is None else change.before)
+    if change.name in ("kernel added", "kernel removed"):
+        return present
+    return f"{'added' if change.before is None else 'removed'}: {present}"
+
+
 def _delta(change: Change) -> str:
     if change.delta is None:
         return ""
@@ -266,7 +279,7 @@ def format_diff(diff: ArtifactDiff) -> str:
         lines.append(_TITLES[group])
         width = max(len(c.name) for c in changes)
         for c in changes:
-            row = f"  {c.name:<{width}}  {_value(c.before)} -> {_value(c.after)}"
+            row = f"  {c.name:<{width}}  {_values(c)}"
             extra = "  ".join(part for part in (_delta(c), c.note) if part)
             lines.append(f"{row}  {extra}" if extra else row)
     return "\n".join(lines)

@@ -75,6 +75,9 @@ def test_the_text_has_a_headline_and_a_block_per_group(samples):
         assert title in lines
     manifest = next(line for line in lines if line.strip().startswith("manifest "))
     assert "->" in manifest and "raw" in manifest
+    assert "  output y      removed: float32[1, 10]" in lines
+    assert "  output fc3    added: float32[1, 10]" in lines
+    assert any(line.startswith("  kernel removed  k8_mul (") and line.endswith("+mul)") for line in lines)
 
 
 def test_change_sizes():
