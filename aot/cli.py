@@ -1,4 +1,4 @@
-"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|verify|inspect`.
+"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|verify|inspect|bench|check|diff`.
 
 Every error prints one `error: ...` line on stderr (a usage error also the usage
 line first) and exits with a status that says whose mistake it was:
@@ -475,6 +475,24 @@ def _unit_option(parse: Callable[[str], Any]) -> Callable[[click.Context, click.
     return callback
 
 
+def _size(value: str) -> int:
+    from aot.gates.units import parse_size
+
+    return parse_size(value)
+
+
+def _duration(value: str) -> float:
+    from aot.gates.units import parse_duration_ms
+
+    return parse_duration_ms(value)
+
+
+def _percent(value: str) -> float:
+    from aot.gates.units import parse_percent
+
+    return parse_percent(value)
+
+
 _existing_artifact = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 RUN_OPTIONS = [
@@ -516,14 +534,14 @@ def bench(artifact: Path, threads: int, runs: int, warmup: int, seed: int, shape
 
 @main.command()
 @click.argument("artifact", type=_existing_artifact)
-@click.option("--max-size", "max_size", callback=_unit_option(lambda v: _size(v)),
+@click.option("--max-size", "max_size", metavar="SIZE", callback=_unit_option(_size),
               help="largest artifact file: 5MB, 512KiB, ...")
-@click.option("--max-latency-ms", "max_latency_ms", callback=_unit_option(lambda v: _duration(v)),
+@click.option("--max-latency-ms", "max_latency_ms", metavar="TIME", callback=_unit_option(_duration),
               help="largest median latency: 12 (ms), 12ms, 0.5s")
-@click.option("--max-memory", "max_memory", callback=_unit_option(lambda v: _size(v)),
+@click.option("--max-memory", "max_memory", metavar="SIZE", callback=_unit_option(_size),
               help="largest peak resident memory of a fresh process that opens and runs it: 100MB")
 @click.option("--baseline", type=_existing_artifact, help="an artifact to compare latency and size against")
-@click.option("--max-regression", "max_regression", callback=_unit_option(lambda v: _percent(v)),
+@click.option("--max-regression", "max_regression", metavar="PERCENT", callback=_unit_option(_percent),
               help="largest growth of median latency and of size over --baseline: 5%")
 @_with_run_options
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
@@ -548,24 +566,6 @@ def check(artifact: Path, max_size: int | None, max_latency_ms: float | None, ma
         click.echo(format_report(str(artifact), rows))
     if not passed(rows):
         sys.exit(EXIT_FAILED)
-
-
-def _size(value: str) -> int:
-    from aot.gates.units import parse_size
-
-    return parse_size(value)
-
-
-def _duration(value: str) -> float:
-    from aot.gates.units import parse_duration_ms
-
-    return parse_duration_ms(value)
-
-
-def _percent(value: str) -> float:
-    from aot.gates.units import parse_percent
-
-    return parse_percent(value)
 
 
 @main.command()
