@@ -1,4 +1,4 @@
-"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|verify|inspect`.
+"""Command line: `aot-compile MODEL -o OUT` and `aot compile|run|verify|inspect|bench|check|diff`.
 
 Every error prints one `error: ...` line on stderr (a usage error also the usage
 line first) and exits with a status that says whose mistake it was:
@@ -493,3 +493,134 @@ def inspect(artifact: Path, as_json: bool, extract: Path | None, memory_plan: Pa
     except AotError as err:
         _fail(err)
     click.echo(json.dumps(info, indent=2) if as_json else summary(info))
+
+
+# ---- CI gates (aot/gates/): bench, check, diff ----
+# Their exit status: 0 done (check: every budget met), 1 (check only) a budget broken,
+# 2 anything that stopped the measuring: a usage error, a missing or damaged artifact, a
+# failed run. So a CI job tells a broken budget from a broken job.
+
+def _gate_fail(err: AotError) -> NoReturn:
+    click.echo(f"error: {err.cli_message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _unit_option(parse: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, str | None], Any]:
+    """A click callback parsing a budget value (aot/gates/units.py); a bad one is a usage error."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except ArgumentError as err:
+            raise click.BadParameter(str(err)) from None
+    return callback
+
+
+def _size(value: str) -> int:
+    from aot.gates.units import parse_size
+
+    return parse_size(value)
+
+
+def _duration(value: str) -> float:
+    from aot.gates.units import parse_duration_ms
+
+    return parse_duration_ms(value)
+
+
+def _percent(value: str) -> float:
+    from aot.gates.units import parse_percent
+
+    return parse_percent(value)
+
+
+_existing_artifact = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+RUN_OPTIONS = [
+    click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="worker threads"),
+    click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True, help="timed runs"),
+    click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True, help="untimed runs first"),
+    click.option("--seed", type=int, default=0, show_default=True, help="seed for the random inputs"),
+    click.option("--shape", "shape", multiple=True,
+                 help="an input's shape where the artifact leaves dims dynamic: NAME=1x3x224x224 (repeatable)"),
+]
+
+
+def _with_run_options(fn: Any) -> Any:
+    for option in reversed(RUN_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@main.command()
+@click.argument("artifact", type=_existing_artifact)
+@_with_run_options
+@click.option("--compare-onnx", "compare_onnx", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="also time onnxruntime on this model, interleaved run by run, same inputs and threads")
+@click.option("--json", "as_json", is_flag=True, help="print the measurements as JSON")
+def bench(artifact: Path, threads: int, runs: int, warmup: int, seed: int, shape: tuple[str, ...],
+          compare_onnx: Path | None, as_json: bool) -> None:
+    """Latency (median, p90), cold start and peak memory (a fresh process), and size of ARTIFACT;
+    with --compare-onnx, onnxruntime beside it and the ratio aot/onnxruntime."""
+    from aot.gates.bench import BenchConfig, bench as run_bench, format_bench
+
+    config = BenchConfig(threads=threads, runs=runs, warmup=warmup, seed=seed, shapes=parse_shape_option(shape),
+                         compare_onnx=compare_onnx)
+    try:
+        report = run_bench(artifact, config)
+    except AotError as err:
+        _gate_fail(err)
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_bench(report))
+
+
+@main.command()
+@click.argument("artifact", type=_existing_artifact)
+@click.option("--max-size", "max_size", metavar="SIZE", callback=_unit_option(_size),
+              help="largest artifact file: 5MB, 512KiB, ...")
+@click.option("--max-latency-ms", "max_latency_ms", metavar="TIME", callback=_unit_option(_duration),
+              help="largest median latency: 12 (ms), 12ms, 0.5s")
+@click.option("--max-memory", "max_memory", metavar="SIZE", callback=_unit_option(_size),
+              help="largest peak resident memory of a fresh process that opens and runs it: 100MB")
+@click.option("--baseline", type=_existing_artifact, help="an artifact to compare latency and size against")
+@click.option("--max-regression", "max_regression", metavar="PERCENT", callback=_unit_option(_percent),
+              help="largest growth of median latency and of size over --baseline: 5%")
+@_with_run_options
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+def check(artifact: Path, max_size: int | None, max_latency_ms: float | None, max_memory: int | None,
+          baseline: Path | None, max_regression: float | None, threads: int, runs: int, warmup: int, seed: int,
+          shape: tuple[str, ...], as_json: bool) -> None:
+    """Check ARTIFACT against size, latency and memory budgets, for CI. Exit status 0 when
+    every budget is met, 1 when one is broken, 2 on a usage error or a damaged artifact."""
+    from aot.gates.check import Budgets, RunConfig, evaluate, format_report, measure, passed, report_json
+
+    budgets = Budgets(max_size_bytes=max_size, max_latency_ms=max_latency_ms, max_memory_bytes=max_memory,
+                      baseline=baseline, max_regression_pct=max_regression)
+    config = RunConfig(threads=threads, runs=runs, warmup=warmup, seed=seed, shapes=parse_shape_option(shape))
+    try:
+        measurements = measure(artifact, budgets, config)
+    except AotError as err:
+        _gate_fail(err)
+    rows = evaluate(budgets, measurements)
+    if as_json:
+        click.echo(json.dumps(report_json(str(artifact), budgets, measurements, rows), indent=2))
+    else:
+        click.echo(format_report(str(artifact), rows))
+    if not passed(rows):
+        sys.exit(EXIT_FAILED)
+
+
+@main.command()
+@click.argument("a", type=_existing_artifact)
+@click.argument("b", type=_existing_artifact)
+@click.option("--json", "as_json", is_flag=True, help="print the differences as JSON")
+def diff(a: Path, b: Path, as_json: bool) -> None:
+    """What changed from artifact A to B: bytes per section and per kernel, the manifest
+    (inputs, outputs, versions, targets) and the plan (kernels, arena), largest change first."""
+    from aot.gates.diff import diff_artifacts, format_diff
+
+    try:
+        result = diff_artifacts(a, b)
+    except AotError as err:
+        _gate_fail(err)
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else format_diff(result))

@@ -48,6 +48,7 @@ from llvmlite import ir
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range, if_present
 from aot.codegen.math import F32
@@ -373,13 +374,17 @@ def _store_epilogue(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, slots:
         start = b.add(out_row, p_first, flags=["nuw", "nsw"])
 
         def lanes(count: int) -> None:
-            elements = []
-            for lane in range(count):
-                scalar = b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
-                p = b.add(p_first, const_i64(lane), flags=["nuw", "nsw"])
-                h, w = delinearize(b, p, (s.height, s.width), f"{name}.p")
-                elements.append((scalar, [n, o, h, w], b.add(start, const_i64(lane), flags=["nuw", "nsw"])))
-            store_epilogue(ctx, epilogue, elements)
+            # one run of `count` pixels of channel o: the epilogue on vectors (vector_epilogue)
+            def index_of(lane: int) -> list[ir.Value]:
+                h, w = delinearize(b, b.add(p_first, const_i64(lane), flags=["nuw", "nsw"]), (s.height, s.width), f"{name}.p")
+                return [n, o, h, w]
+            values: ir.Value | list[ir.Value]
+            if count == LANES:
+                values = load_vector(b, first, base, LANES, f"{name}.v")
+            else:
+                values = [b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
+                          for lane in range(count)]
+            store_run(ctx, epilogue, values, index_of, start, frozenset({2, 3}))
 
         partial = pixels % LANES
         last = b.icmp_unsigned("==", j, const_i64(vectors - 1)) if partial else None

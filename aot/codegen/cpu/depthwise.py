@@ -43,6 +43,7 @@ and epilogues that read the conv other than elementwise at the root's index.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,7 +51,7 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
-from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue, elementwise_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
@@ -255,7 +256,7 @@ def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, r
 
 def store_block(ctx: KernelContext, target: Node, w: Window, acc: ir.Value, outer: Sequence[ir.Value],
                 out_row: ir.Value, oh: ir.Value, ow0: ir.Value) -> None:
-    """Store the block's `w.stored` columns of the root, running the fused epilogue on each lane.
+    """Store the block's `w.stored` columns of the root, running the fused epilogue on them.
 
     `outer`: the root's index before (oh, ow); `out_row`: linear offset of row oh in the root.
     """
@@ -264,12 +265,13 @@ def store_block(ctx: KernelContext, target: Node, w: Window, acc: ir.Value, oute
     if ctx.kernel.root is target.out and w.stored == LANES:
         store_vector(b, ctx.out_ptr, start, acc, "out")
         return
-    elements = []
-    for lane in range(w.stored):
-        scalar = b.extract_element(acc, ir.Constant(I32, lane), name=f"lane{lane}")
-        ow = b.add(ow0, const_i64(lane), flags=["nuw", "nsw"])
-        elements.append((scalar, [*outer, oh, ow], b.add(start, const_i64(lane), flags=["nuw", "nsw"])))
-    store_epilogue(ctx, Epilogue(target), elements)
+    if w.stored < LANES:  # a row narrower than the vector: its columns only (the rest is past the row)
+        acc = b.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(I32, w.stored), list(range(w.stored))), name="row")
+
+    def index_of(lane: int) -> list[ir.Value]:
+        return [*outer, oh, b.add(ow0, const_i64(lane), flags=["nuw", "nsw"])]
+
+    store_run(ctx, Epilogue(target), acc, index_of, start, frozenset({len(outer) + 1}))
 
 
 def for_blocks(ctx: KernelContext, w: Window, oh: ir.Value, block: Callable[[ir.Value, bool], None]) -> None:
@@ -362,30 +364,48 @@ def _tap_mask(w: Window, start: int, i: int, j: int) -> list[bool]:
     return mask
 
 
+def _tap_pieces(target: CpuTarget, w: Window, start: int, i: int, j: int, mask: list[bool]) -> list[str]:
+    """How _load_tap reads each register-wide piece of tap (i, j) of the vector at `start`:
+    "zero" (padding in every lane), "plain" (a load inside the plane) or "masked" (reaching past it)."""
+    at = start + (i * w.dilation[0] - w.pad_low[0]) * w.width + j * w.dilation[1] - w.pad_low[1]
+    piece = min(LANES, target.register_lanes)
+    kinds = []
+    for first in range(0, LANES, piece):
+        offset = at + first
+        if not any(mask[first:first + piece]):
+            kinds.append("zero")
+        elif 0 <= offset and offset + piece <= w.height * w.width:
+            kinds.append("plain")
+        else:
+            kinds.append("masked")
+    return kinds
+
+
 def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, start: int, i: int, j: int,
-              mask: list[bool], name: str) -> ir.Value:
-    """<LANES x f32>: tap (i, j) of the vector at `start`, 0 where it reads padding; in pieces
-    one register wide. A piece that stays inside the plane is a plain load (a padding lane
-    reads the row before or after), its padding lanes then zeroed (a select, never a
-    multiply: that memory may hold NaN); one reaching past the plane is a masked load, so
-    nothing outside the buffer is read; an all-padding piece is a constant (as masked_load
-    does: LLVM mishandles an all-false piece of a split mask on AVX2, issue 9)."""
+              mask: list[bool], name: str, base: ir.Value | None = None) -> ir.Value:
+    """<LANES x f32>: tap (i, j) of the vector at `start` (plus `base` pixels: a group
+    loop's run-time offset, under which every piece reads as at `start`), 0 where it reads
+    padding; in pieces one register wide. A piece that stays inside the plane is a plain
+    load (a padding lane reads the row before or after), its padding lanes then zeroed (a
+    select, never a multiply: that memory may hold NaN); one reaching past the plane is a
+    masked load, so nothing outside the buffer is read; an all-padding piece is a constant
+    (as masked_load does: LLVM mishandles an all-false piece of a split mask on AVX2, issue 9)."""
     at = start + (i * w.dilation[0] - w.pad_low[0]) * w.width + j * w.dilation[1] - w.pad_low[1]
     piece = min(LANES, target.register_lanes)
     vec = vector_of(piece)
     zero = ir.Constant(vec, [0.0] * piece)
     parts = []
-    for first in range(0, LANES, piece):
+    for first, kind in zip(range(0, LANES, piece), _tap_pieces(target, w, start, i, j, mask)):
         bits = mask[first:first + piece]
-        offset = at + first
-        if not any(bits):
+        offset: ir.Value = const_i64(at + first) if base is None else b.add(base, const_i64(at + first))
+        if kind == "zero":
             parts.append(zero)
-        elif 0 <= offset and offset + piece <= w.height * w.width:
-            loaded = load_vector(b, plane, const_i64(offset), piece, f"{name}.{first}")
+        elif kind == "plain":
+            loaded = load_vector(b, plane, offset, piece, f"{name}.{first}")
             parts.append(loaded if all(bits) else b.select(ir.Constant(ir.VectorType(I1, piece), bits), loaded, zero))
         else:
             fn = intrinsic(b.module, f"llvm.masked.load.v{piece}f32.p0", vec, [vec.as_pointer(), ir.VectorType(I1, piece), vec])
-            addr = b.bitcast(b.gep(plane, [const_i64(offset)]), vec.as_pointer())  # not inbounds: it may point outside
+            addr = b.bitcast(b.gep(plane, [offset]), vec.as_pointer())  # not inbounds: it may point outside
             parts.append(b.call(fn, [addr, ir.Constant(ir.VectorType(I1, piece), bits), zero], name=f"{name}.{first}"))
     while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
         width = parts[0].type.count
@@ -394,47 +414,99 @@ def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, st
     return parts[0]
 
 
+def plane_groups(w: Window, target: CpuTarget) -> tuple[int, int, int]:
+    """(vectors per group, first looped group, end group) of plane mode's group loop.
+
+    A group is lcm(width, LANES) pixels: whole rows, whole vectors, so the column of each
+    lane, and with it every tap's padding mask, repeats from group to group. Groups whose
+    taps all read inside the plane and whose masks and loads are alike (the rows away from
+    the top and bottom padding) run as one loop over a single copy of the group's code; the
+    rest of the plane is unrolled. first == end: no loop (no two groups alike)."""
+    per_group = math.lcm(w.out_w, LANES) // LANES
+    starts = plane_vector_starts(w)
+    groups = len(starts) // per_group
+    signatures = []  # per group: each tap's mask and piece kinds, relative to the group's start
+    for g in range(groups):
+        vectors = range(g * per_group, (g + 1) * per_group)
+        if any(starts[v] != v * LANES for v in vectors):  # the moved-back last vector
+            break
+        masks = [(_tap_mask(w, starts[v], i, j), starts[v], i, j) for v in vectors for i in range(w.kh) for j in range(w.kw)]
+        signatures.append(tuple((tuple(mask), tuple(_tap_pieces(target, w, start, i, j, mask))) for mask, start, i, j in masks))
+    best = (0, 0)  # the longest run of equal signatures
+    g = 0
+    while g < len(signatures):
+        end = g + 1
+        while end < len(signatures) and signatures[end] == signatures[g]:
+            end += 1
+        if end - g > best[1] - best[0]:
+            best = (g, end)
+        g = end
+    first, end = best
+    return (per_group, first, end) if end - first >= 2 else (per_group, 0, 0)
+
+
 def _emit_plane(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Value, planes: list[ir.Value],
                 taps: list[ir.Value]) -> None:
-    """Output plane (n, o), flattened, vector by vector (plane_mode); every offset and mask compile-time."""
+    """Output plane (n, o), flattened, vector by vector (plane_mode): the vectors before and
+    after the group loop (plane_groups) unrolled with every offset and mask compile-time,
+    the loop's with its group's run-time offset."""
     b = ctx.builder
-    kh, kw = w.kh, w.kw
     pixels = w.out_h * w.out_w
     out_plane = b.mul(b.add(b.mul(n, const_i64(conv.out.type.shape[1])), o), const_i64(pixels), flags=["nuw", "nsw"])
-    stored = 0  # pixels already stored: the last vector stores only its new lanes
-    for v, start in enumerate(plane_vector_starts(w)):
+    starts = plane_vector_starts(w)
+    per_group, first_group, end_group = plane_groups(w, ctx.target)
+
+    def vector(v: int, start: int, base: ir.Value | None, stored: int) -> None:
         acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
-        for i in range(kh):
-            for j in range(kw):
+        for i in range(w.kh):
+            for j in range(w.kw):
                 mask = _tap_mask(w, start, i, j)
                 if not any(mask):
                     continue  # the tap reads padding in every lane
                 for c, plane in enumerate(planes):
-                    xv = _load_tap(b, ctx.target, w, plane, start, i, j, mask, f"x{v}_{c}_{i}_{j}")
-                    acc = fma(b, xv, taps[(c * kh + i) * kw + j], acc, "acc")
+                    xv = _load_tap(b, ctx.target, w, plane, start, i, j, mask, f"x{v}_{c}_{i}_{j}", base)
+                    acc = fma(b, xv, taps[(c * w.kh + i) * w.kw + j], acc, "acc")
         ctx.elemental.push_scope()
-        _store_plane_vector(ctx, conv, w, acc, n, o, out_plane, start, stored)
+        _store_plane_vector(ctx, conv, w, acc, n, o, out_plane, start, stored, base)
         ctx.elemental.pop_scope()
-        stored = start + LANES
+
+    for v in range(first_group * per_group):
+        vector(v, starts[v], None, v * LANES)
+    if end_group > first_group:
+        group_pixels = per_group * LANES
+        with for_range(b, first_group, end_group, "group") as g:
+            # the loop's vectors at the first group's compile-time starts, shifted by whole groups
+            base = b.mul(b.sub(g, const_i64(first_group)), const_i64(group_pixels), flags=["nuw", "nsw"])
+            for v in range(first_group * per_group, (first_group + 1) * per_group):
+                vector(v, starts[v], base, starts[v])
+    stored = end_group * per_group * LANES
+    for v in range(end_group * per_group if end_group > first_group else first_group * per_group, len(starts)):
+        vector(v, starts[v], None, stored)
+        stored = starts[v] + LANES
 
 
 def _store_plane_vector(ctx: KernelContext, conv: Node, w: Window, acc: ir.Value, n: ir.Value, o: ir.Value,
-                        out_plane: ir.Value, start: int, stored: int) -> None:
-    """Store pixels start .. start+LANES-1 of the plane, those below `stored` (already stored by
-    the previous vector) only where the root is the conv itself: an epilogue may read a
-    residual that the root overwrites in place, so a pixel's epilogue runs once."""
+                        out_plane: ir.Value, start: int, stored: int, base: ir.Value | None = None) -> None:
+    """Store pixels start .. start+LANES-1 of the plane (shifted by `base` in a group loop),
+    those below `stored` (already stored by the previous vector) only where the root is the
+    conv itself: an epilogue may read a residual that the root overwrites in place, so a
+    pixel's epilogue runs once."""
     b = ctx.builder
-    first = b.add(out_plane, const_i64(start), flags=["nuw", "nsw"])
+    at = const_i64(start) if base is None else b.add(base, const_i64(start), flags=["nuw", "nsw"])
+    first = b.add(out_plane, at, flags=["nuw", "nsw"])
     if ctx.kernel.root is conv.out:
         store_vector(b, ctx.out_ptr, first, acc, "out")
         return
-    elements = []
-    for lane in range(max(0, stored - start), LANES):
-        p = start + lane
-        scalar = b.extract_element(acc, ir.Constant(I32, lane), name=f"lane{lane}")
-        index = [n, o, const_i64(p // w.out_w), const_i64(p % w.out_w)]
-        elements.append((scalar, index, b.add(first, const_i64(lane), flags=["nuw", "nsw"])))
-    store_epilogue(ctx, Epilogue(conv), elements)
+
+    def index_of(lane: int) -> list[ir.Value]:
+        if base is None:
+            p = start + lane
+            return [n, o, const_i64(p // w.out_w), const_i64(p % w.out_w)]
+        # base is whole rows: the row moves with it, the column does not
+        row = b.add(b.udiv(base, const_i64(w.out_w)), const_i64((start + lane) // w.out_w), flags=["nuw", "nsw"])
+        return [n, o, row, const_i64((start + lane) % w.out_w)]
+
+    store_run(ctx, Epilogue(conv), acc, index_of, first, frozenset({2, 3}), range(max(0, stored - start), LANES))
 
 
 def _emit(ctx: KernelContext) -> None:

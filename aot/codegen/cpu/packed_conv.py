@@ -33,17 +33,18 @@ other ranks: the elemental path).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import KernelContext, matched_body
-from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
+from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, registers_per_vector, splat, store_vector, vector_of
 from aot.ir.graph import Node, Value
 from aot.ir.ops import Packing
@@ -545,16 +546,29 @@ def _conv_store_transposed(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
     accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
     vectors, where = _channel_rows(b, ctx.target, accs, g.lanes, name)
     planar = epilogue.contraction.out.type.rank == 4
-    elements = []
+    i32 = ir.IntType(32)
     for od in range(g.lanes):
         o = b.add(o0, const_i64(od), flags=["nuw", "nsw"])
         row = _root_row(b, g, at, o)
-        for p in range(pixels):
-            vector, lane = where[(p, g.lanes - 1 - od)]  # channel o0+od sits in lane L-1-od
-            scalar = b.extract_element(vectors[vector], ir.Constant(ir.IntType(32), lane), name=f"{name}.v")
-            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
-            elements.append((scalar, [at.n, o, at.oh, ow] if planar else [at.n, o, ow], b.add(row, ow)))
-    store_epilogue(ctx, epilogue, elements)
+        # channel o0+od sits in lane L-1-od; its pixels are neighbouring lanes of one vector
+        places = [where[(p, g.lanes - 1 - od)] for p in range(pixels)]
+        values: ir.Value | list[ir.Value]
+        if len({vector for vector, _ in places}) == 1:
+            lanes = ir.Constant(ir.VectorType(i32, pixels), [lane for _, lane in places])
+            source = vectors[places[0][0]]
+            values = b.shuffle_vector(source, ir.Constant(source.type, None), lanes, name=f"{name}.run")
+        else:
+            values = [b.extract_element(vectors[vector], ir.Constant(i32, lane), name=f"{name}.v") for vector, lane in places]
+        store_run(ctx, epilogue, values, _pixel_index(b, at, o, planar), b.add(row, at.ow0),
+                  frozenset({ctx.kernel.root.type.rank - 1}))
+
+
+def _pixel_index(b: ir.IRBuilder, at: _Item, o: ir.Value, planar: bool) -> Callable[[int], list[ir.Value]]:
+    """The root index of pixel ow0 + p of output channel o in the item's row."""
+    def index_of(p: int) -> list[ir.Value]:
+        ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
+        return [at.n, o, at.oh, ow] if planar else [at.n, o, ow]
+    return index_of
 
 
 def _channel_rows(b: ir.IRBuilder, target: CpuTarget, accs: list[ir.Value], lanes: int,
@@ -637,12 +651,10 @@ def _conv_store_by_channel(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
         o = b.add(o0, od, flags=["nuw", "nsw"])
         row = _root_row(b, g, at, o)
         lane = b.sub(const_i64(lanes - 1), od, name=f"{name}.lane")  # channel o0+od sits in lane L-1-od
-        elements = []
-        for p in range(pixels):  # unrolled: see store_epilogue
-            scalar = b.load(b.gep(first, [b.add(lane, const_i64(p * lanes))], inbounds=True), name=f"{name}.v")
-            ow = b.add(at.ow0, const_i64(p), flags=["nuw", "nsw"])
-            elements.append((scalar, [at.n, o, at.oh, ow] if planar else [at.n, o, ow], b.add(row, ow)))
-        store_epilogue(ctx, epilogue, elements)
+        values = [b.load(b.gep(first, [b.add(lane, const_i64(p * lanes))], inbounds=True), name=f"{name}.v")
+                  for p in range(pixels)]
+        store_run(ctx, epilogue, values, _pixel_index(b, at, o, planar), b.add(row, at.ow0),
+                  frozenset({ctx.kernel.root.type.rank - 1}))
 
 
 CONV_EMITTER = matched_body(_conv_match, lambda match: match.items(), _emit_conv)

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.cpu.body import KernelContext, matched_body
-from aot.codegen.cpu.epilogue import store_epilogue
+from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
@@ -180,12 +180,17 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
         out_row = b.mul(row, const_i64(t.columns), flags=["nuw", "nsw"])
 
         def lanes(count: int) -> None:
-            elements = []
-            for lane in range(count):
-                scalar = b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
-                n = b.add(n0, const_i64(lane), flags=["nuw", "nsw"])
-                elements.append((scalar, [*row_index, n], b.add(out_row, n, flags=["nuw", "nsw"])))
-            store_epilogue(ctx, epilogue, elements)
+            # one run of `count` columns of one row: the epilogue on vectors (vector_epilogue)
+            def index_of(lane: int) -> list[ir.Value]:
+                return [*row_index, b.add(n0, const_i64(lane), flags=["nuw", "nsw"])]
+            values: ir.Value | list[ir.Value]
+            if count == t.lanes:
+                values = load_vector(b, first, base, count, f"{name}.v")
+            else:
+                values = [b.load(b.gep(first, [b.add(base, const_i64(lane))], inbounds=True), name=f"{name}.v")
+                          for lane in range(count)]
+            store_run(ctx, epilogue, values, index_of, b.add(out_row, n0, flags=["nuw", "nsw"]),
+                      frozenset({len(row_index)}))
 
         partial = t.columns % t.lanes
         last = b.icmp_unsigned("==", block, const_i64(t.blocks - 1)) if partial else None

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
-from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES, conv_window, plane_mode
+from aot.codegen.cpu.depthwise import DEPTHWISE_EMITTER, LANES, Window, conv_window, plane_groups, plane_mode
 from aot.codegen.cpu.pool import POOL_EMITTER
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
@@ -102,6 +102,40 @@ def test_depthwise_whole_planes(x_shape, kernel, padding, dilation, target):
     assert emitters(plan) == [DEPTHWISE_EMITTER]
     n, c = x_shape[:2]
     assert DEPTHWISE_EMITTER.work_items(plan.kernels[0], target) == n * c  # one item per plane
+
+
+# plane mode's group loop: lcm(width, LANES) pixels a group, the groups away from the top and
+# bottom padding one loop over one copy of the code (a 56x56 plane was 196 unrolled vectors)
+@pytest.mark.parametrize("size,kernel,pad,expected", [
+    (56, 3, 1, (7, 1, 27)),  # mobilenetv2: 28 groups of 2 rows, the first and last unrolled
+    (28, 3, 1, (7, 1, 6)),  # groups of 4 rows
+    (64, 3, 1, (4, 2, 62)),  # a group is one row; row 1 (and 62) reads one pixel past the plane: masked
+    (20, 5, 2, (5, 1, 4)),  # 5x5: two rows of padding fit in a 4-row group
+    (14, 3, 1, (7, 0, 0)),  # 196 pixels, one group of 112: nothing to loop
+    (7, 3, 1, (7, 0, 0)),  # less than one group
+])
+def test_plane_groups(size, kernel, pad, expected):
+    w = Window(size, size, size, size, kernel, kernel, (1, 1), (1, 1), (pad, pad))
+    assert plane_mode(w)
+    for target in cpus_to_check():
+        assert plane_groups(w, target) == expected
+
+
+@pytest.mark.parametrize("x_shape", [(1, 2, 56, 56), (2, 3, 28, 28), (1, 2, 40, 20), (1, 2, 30, 24)])
+@pytest.mark.parametrize("epilogue", ["bias_relu6", "residual_tanh", "two_consumers"])
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+def test_depthwise_plane_group_loops(x_shape, epilogue, target):
+    # looped groups against the reference, with each kind of epilogue (vector: bias and
+    # clip; a residual loaded as a vector and tanh lane by lane; a second output)
+    if epilogue == "bias_relu6":
+        make = depthwise_relu6(x_shape, (3, 3))
+    else:
+        make = conv2d(x_shape, x_shape[1], (3, 3), epilogue, groups=x_shape[1], padding=((1, 1), (1, 1)))
+    w = conv_window(next(n for n in make().nodes if n.op == "conv"))
+    per_group, first, end = plane_groups(w, target)
+    assert plane_mode(w) and end - first >= 2
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert DEPTHWISE_EMITTER in emitters(plan)
 
 
 @pytest.mark.parametrize("x_shape,strides,padding", [

@@ -804,6 +804,25 @@ def test_checker_failure_is_model_error():
         import_onnx(model)
 
 
+def test_checker_failure_from_a_file_is_model_error(tmp_path):
+    # a file's own bytes go to the checker (no external data): it must still reject
+    node = helper.make_node("Relu", ["x", "extra", "more"], ["y"])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [3])], [vinfo("y", TensorProto.FLOAT, [])])
+    onnx.save_model(model, tmp_path / "bad.onnx")
+    with pytest.raises(ModelError, match="bad.onnx' fails the ONNX checker"):
+        import_onnx(tmp_path / "bad.onnx")
+
+
+def test_reads_path_with_an_unshaped_output(tmp_path):
+    # the checker sees a copy with a placeholder output shape, not the file's bytes
+    node = helper.make_node("Relu", ["x"], ["y"])
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [3])], [output])
+    onnx.save_model(model, tmp_path / "m.onnx")
+    x = randn(3)
+    np.testing.assert_allclose(interpret(import_onnx(tmp_path / "m.onnx"), {"x": x})[0], np.maximum(x, 0))
+
+
 def test_reads_path_with_external_data(tmp_path):
     w = randn(64, 64)
     node = helper.make_node("MatMul", ["x", "w"], ["y"])
