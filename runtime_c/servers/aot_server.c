@@ -1,0 +1,1610 @@
+/* aot_server - serve aot artifacts over HTTP/1.1 with the Open Inference Protocol
+ * (KServe v2, as Triton's REST API and tritonclient.http speak it).
+ *
+ *   aot_server --model NAME=PATH.aot [--model ...] [--host 0.0.0.0] [--port 8000]
+ *              [--workers N] [--queue N] [--max-body-bytes N] [--max-connections N]
+ *              [--request-timeout S] [--idle-timeout S] [--threads-per-worker N]
+ *
+ * Endpoints: GET /v2/health/live, GET /v2/health/ready, GET /v2 (server metadata),
+ * GET /v2/models/NAME[/versions/1] (model metadata), GET /v2/models/NAME[/versions/1]/ready,
+ * POST /v2/models/NAME[/versions/1]/infer with JSON tensors ("data" flat or nested) or the
+ * binary tensor extension (Inference-Header-Content-Length; "binary_data_size" on inputs;
+ * "binary_data" on requested outputs or "binary_data_output" on the request).
+ *
+ * Threads: the main thread accepts; each connection has a thread of its own (at most
+ * --max-connections; past that a client gets 503 and is closed) that reads requests with a
+ * deadline (--request-timeout from a request's first byte to its last, --idle-timeout
+ * between keep-alive requests), parses them and answers them. Inference runs on --workers
+ * worker threads, each with its own aot context per model; a connection hands a checked
+ * request to them through a queue of --queue entries, and a request that finds it full is
+ * answered 503 at once. Memory is bounded: a connection holds at most one request of
+ * --max-body-bytes (413 past that, before the body is read), its parse tree (20 bytes a
+ * JSON value, at most one value per 2 bytes of body), its tensors and its answer.
+ *
+ * SIGTERM/SIGINT: stop accepting, let the requests being read or run finish and be answered,
+ * close every connection, then exit 0.
+ *
+ * Errors are KServe JSON {"error": "..."}: 400 (bad HTTP or JSON, a wrong input name, shape
+ * or datatype, truncated binary data), 404 (unknown model, version or path), 405, 408 (a
+ * request not received in time), 411 (chunked bodies: send Content-Length), 413, 415
+ * (Content-Encoding), 431, 500, 503 (queue or connections full, shutting down). */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aot_runtime.h"
+#include "server_json.h"
+
+#define MAX_MODELS 64
+#define MAX_NAME 128
+#define MAX_HEADER_BYTES (16 * 1024)
+#define MAX_HEADERS 100
+#define MAX_TENSORS 1024
+
+/* ---------------------------------------------------------------- configuration */
+
+typedef struct {
+  const char* host;
+  int port;
+  uint32_t workers, queue, max_connections, threads_per_worker;
+  uint64_t max_body;
+  double request_timeout, idle_timeout;
+  uint32_t n_models;
+  char model_names[MAX_MODELS][MAX_NAME];
+  const char* model_paths[MAX_MODELS];
+} config_t;
+
+typedef struct {
+  const char* name;
+  aot_model_t* model;
+  uint32_t n_in, n_out;
+  aot_tensor_info_t* in;
+  aot_tensor_info_t* out;
+} served_model_t;
+
+typedef struct job {
+  uint32_t model;
+  aot_tensor_t* inputs;
+  aot_tensor_t* outputs;
+  aot_status_t status;
+  aot_error_t err;
+  int done;
+  pthread_cond_t cv;
+} job_t;
+
+typedef struct server {
+  config_t cfg;
+  served_model_t models[MAX_MODELS];
+  uint32_t n_models;
+  aot_context_t** contexts; /* [worker * n_models + model] */
+  pthread_t* worker_threads;
+  uint32_t n_workers_started;
+  /* the job queue; mu also guards each job's done flag */
+  pthread_mutex_t mu;
+  pthread_cond_t not_empty;
+  job_t** ring;
+  uint32_t head, count;
+  int workers_stop;
+  /* connections */
+  pthread_mutex_t conn_mu;
+  pthread_cond_t conn_cv;
+  uint32_t active_conns;
+  atomic_int shutting_down;
+  int stop_read_fd; /* readable once shutdown begins: every poll sees it */
+  int listen_fd;
+} server_t;
+
+/* The signal handler's one way out: the write end of the stop pipe. */
+static int g_stop_write_fd = -1;
+
+static void on_signal(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (g_stop_write_fd >= 0) {
+    ssize_t r = write(g_stop_write_fd, "x", 1);
+    (void)r;
+  }
+  errno = saved;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- dtypes */
+
+static const char* kserve_dtype(aot_dtype_t d) {
+  switch (d) {
+    case AOT_DTYPE_FLOAT32: return "FP32";
+    case AOT_DTYPE_FLOAT64: return "FP64";
+    case AOT_DTYPE_FLOAT16: return "FP16";
+    case AOT_DTYPE_BFLOAT16: return "BF16";
+    case AOT_DTYPE_INT8: return "INT8";
+    case AOT_DTYPE_INT16: return "INT16";
+    case AOT_DTYPE_INT32: return "INT32";
+    case AOT_DTYPE_INT64: return "INT64";
+    case AOT_DTYPE_UINT8: return "UINT8";
+    case AOT_DTYPE_UINT16: return "UINT16";
+    case AOT_DTYPE_UINT32: return "UINT32";
+    case AOT_DTYPE_UINT64: return "UINT64";
+    case AOT_DTYPE_BOOL: return "BOOL";
+    /* no KServe names: these travel as binary data only */
+    case AOT_DTYPE_FLOAT8E4M3FN: return "FP8E4M3FN";
+    case AOT_DTYPE_FLOAT8E4M3FNUZ: return "FP8E4M3FNUZ";
+    case AOT_DTYPE_FLOAT8E5M2: return "FP8E5M2";
+    case AOT_DTYPE_FLOAT8E5M2FNUZ: return "FP8E5M2FNUZ";
+    default: return "INVALID";
+  }
+}
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else { /* subnormal: normalise */
+    exp = 113;
+    while (!(mant & 0x400)) {
+      mant <<= 1;
+      exp--;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* ---------------------------------------------------------------- worker pool */
+
+static void* worker_main(void* arg) {
+  void** a = arg;
+  server_t* s = a[0];
+  uint32_t w = (uint32_t)(uintptr_t)a[1];
+  free(arg);
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    while (s->count == 0 && !s->workers_stop) pthread_cond_wait(&s->not_empty, &s->mu);
+    if (s->count == 0) {
+      pthread_mutex_unlock(&s->mu);
+      return NULL;
+    }
+    job_t* job = s->ring[s->head];
+    s->head = (s->head + 1) % s->cfg.queue;
+    s->count--;
+    pthread_mutex_unlock(&s->mu);
+
+    const served_model_t* m = &s->models[job->model];
+    aot_context_t* ctx = s->contexts[(size_t)w * s->n_models + job->model];
+    aot_status_t st = aot_run(ctx, job->inputs, m->n_in, job->outputs, m->n_out, &job->err);
+
+    pthread_mutex_lock(&s->mu);
+    job->status = st;
+    job->done = 1;
+    pthread_cond_signal(&job->cv);
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+/* Queue a job and wait for it: 0 when it ran (see job->status), -1 when the queue is full. */
+static int run_job(server_t* s, job_t* job) {
+  pthread_mutex_lock(&s->mu);
+  if (s->count == s->cfg.queue) {
+    pthread_mutex_unlock(&s->mu);
+    return -1;
+  }
+  job->done = 0;
+  s->ring[(s->head + s->count) % s->cfg.queue] = job;
+  s->count++;
+  pthread_cond_signal(&s->not_empty);
+  while (!job->done) pthread_cond_wait(&job->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- HTTP */
+
+typedef struct {
+  char method[16];
+  char path[2048];
+  int http_minor; /* 0 or 1 */
+  int keep_alive;
+  int has_content_length;
+  uint64_t content_length;
+  int chunked;
+  int expect_continue;
+  int has_infer_header_len;
+  uint64_t infer_header_len;
+  char content_encoding[64];
+  size_t header_bytes; /* through the blank line */
+} request_t;
+
+typedef struct {
+  int status;
+  int close;
+  aot_sb_t body;
+  int binary;              /* body is JSON + binary data */
+  size_t json_len;         /* Inference-Header-Content-Length when binary */
+  const char* allow;       /* the Allow header of a 405 */
+} response_t;
+
+static const char* reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+  }
+}
+
+static void set_error(response_t* r, int status, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_error(response_t* r, int status, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  r->status = status;
+  r->binary = 0;
+  aot_sb_free(&r->body);
+  aot_sb_init(&r->body, 0);
+  aot_sb_str(&r->body, "{\"error\":");
+  aot_sb_json_string(&r->body, msg, strlen(msg));
+  aot_sb_str(&r->body, "}");
+}
+
+/* Parse the request line and headers in buf[0, header_bytes). 0 on success; else -1 with
+ * the error response set. */
+static int parse_head(const char* buf, size_t n, request_t* q, response_t* r) {
+  const char* end = buf + n;
+  const char* line = buf;
+  const char* eol = memchr(line, '\r', (size_t)(end - line));
+  if (!eol || eol + 1 >= end || eol[1] != '\n') {
+    set_error(r, 400, "malformed request line");
+    return -1;
+  }
+  /* METHOD SP target SP HTTP/1.x */
+  const char* sp1 = memchr(line, ' ', (size_t)(eol - line));
+  const char* sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+  if (!sp1 || !sp2 || sp1 == line || sp2 == sp1 + 1) {
+    set_error(r, 400, "malformed request line: expected 'METHOD /path HTTP/1.1'");
+    return -1;
+  }
+  size_t mlen = (size_t)(sp1 - line), plen = (size_t)(sp2 - sp1 - 1), vlen = (size_t)(eol - sp2 - 1);
+  if (mlen >= sizeof(q->method)) {
+    set_error(r, 400, "malformed request line: method too long");
+    return -1;
+  }
+  for (size_t k = 0; k < mlen; k++)
+    if (line[k] < 'A' || line[k] > 'Z') {
+      set_error(r, 400, "malformed request line: the method is not an upper-case token");
+      return -1;
+    }
+  memcpy(q->method, line, mlen);
+  q->method[mlen] = '\0';
+  if (plen >= sizeof(q->path)) {
+    set_error(r, 400, "request target longer than %zu bytes", sizeof(q->path) - 1);
+    return -1;
+  }
+  for (size_t k = 0; k < plen; k++)
+    if ((unsigned char)sp1[1 + k] <= 0x20 || (unsigned char)sp1[1 + k] >= 0x7F) {
+      set_error(r, 400, "malformed request line: the target has a control or non-ASCII byte");
+      return -1;
+    }
+  memcpy(q->path, sp1 + 1, plen);
+  q->path[plen] = '\0';
+  if (vlen != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1')) {
+    if (vlen >= 5 && memcmp(sp2 + 1, "HTTP/", 5) == 0) {
+      set_error(r, 505, "only HTTP/1.0 and HTTP/1.1 are served");
+    } else {
+      set_error(r, 400, "malformed request line: expected 'HTTP/1.1' after the target");
+    }
+    return -1;
+  }
+  q->http_minor = sp2[8] - '0';
+  q->keep_alive = q->http_minor == 1;
+  int headers = 0;
+  for (line = eol + 2; line < end;) {
+    eol = memchr(line, '\r', (size_t)(end - line));
+    if (!eol || eol + 1 >= end || eol[1] != '\n') {
+      set_error(r, 400, "malformed header line (lines end with CRLF)");
+      return -1;
+    }
+    if (eol == line) break; /* the blank line */
+    if (++headers > MAX_HEADERS) {
+      set_error(r, 431, "more than %d header lines", MAX_HEADERS);
+      return -1;
+    }
+    const char* colon = memchr(line, ':', (size_t)(eol - line));
+    if (!colon || colon == line || line[0] == ' ' || line[0] == '\t') {
+      set_error(r, 400, "malformed header line: expected 'Name: value'");
+      return -1;
+    }
+    size_t nlen = (size_t)(colon - line);
+    for (size_t k = 0; k < nlen; k++)
+      if ((unsigned char)line[k] <= 0x20 || (unsigned char)line[k] >= 0x7F) {
+        set_error(r, 400, "malformed header name");
+        return -1;
+      }
+    const char* v = colon + 1;
+    const char* vend = eol;
+    while (v < vend && (*v == ' ' || *v == '\t')) v++;
+    while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
+    size_t vl = (size_t)(vend - v);
+#define IS(name) (nlen == sizeof(name) - 1 && strncasecmp(line, name, nlen) == 0)
+    if (IS("Content-Length") || IS("Inference-Header-Content-Length")) {
+      int infer = IS("Inference-Header-Content-Length");
+      uint64_t x = 0;
+      if (vl == 0 || vl > 19) {
+        set_error(r, 400, "%.*s is not a number of bytes", (int)nlen, line);
+        return -1;
+      }
+      for (size_t k = 0; k < vl; k++) {
+        if (v[k] < '0' || v[k] > '9') {
+          set_error(r, 400, "%.*s is not a number of bytes", (int)nlen, line);
+          return -1;
+        }
+        x = x * 10 + (uint64_t)(v[k] - '0');
+      }
+      int* has = infer ? &q->has_infer_header_len : &q->has_content_length;
+      uint64_t* val = infer ? &q->infer_header_len : &q->content_length;
+      if (*has && *val != x) {
+        set_error(r, 400, "two different %.*s headers", (int)nlen, line);
+        return -1;
+      }
+      *has = 1;
+      *val = x;
+    } else if (IS("Transfer-Encoding")) {
+      if (!(vl == 8 && strncasecmp(v, "identity", 8) == 0)) q->chunked = 1;
+    } else if (IS("Connection")) {
+      /* a comma-separated list of tokens */
+      for (const char* t = v; t < vend;) {
+        const char* c = memchr(t, ',', (size_t)(vend - t));
+        const char* te = c ? c : vend;
+        while (t < te && (*t == ' ' || *t == '\t')) t++;
+        const char* tt = te;
+        while (tt > t && (tt[-1] == ' ' || tt[-1] == '\t')) tt--;
+        if (tt - t == 5 && strncasecmp(t, "close", 5) == 0) q->keep_alive = 0;
+        if (tt - t == 10 && strncasecmp(t, "keep-alive", 10) == 0) q->keep_alive = 1;
+        t = c ? c + 1 : vend;
+      }
+    } else if (IS("Expect")) {
+      if (vl == 12 && strncasecmp(v, "100-continue", 12) == 0) q->expect_continue = 1;
+    } else if (IS("Content-Encoding")) {
+      size_t k = vl < sizeof(q->content_encoding) - 1 ? vl : sizeof(q->content_encoding) - 1;
+      memcpy(q->content_encoding, v, k);
+      q->content_encoding[k] = '\0';
+    }
+#undef IS
+    line = eol + 2;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- socket I/O */
+
+typedef struct {
+  server_t* srv;
+  int fd;
+  char* buf;
+  size_t len, cap;
+} conn_t;
+
+/* Wait until fd is ready for `events` or the deadline passes: 1 ready, 0 timed out,
+ * -2 shutdown began (only when watch_stop), -1 error. */
+static int wait_fd(conn_t* c, short events, double deadline, int watch_stop) {
+  for (;;) {
+    double left = deadline - now_s();
+    if (left <= 0) return 0;
+    struct pollfd p[2] = {{c->fd, events, 0}, {c->srv->stop_read_fd, POLLIN, 0}};
+    int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+    int r = poll(p, watch_stop ? 2 : 1, ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) continue; /* the loop checks the deadline */
+    if (p[0].revents) return 1;
+    if (watch_stop && p[1].revents) return -2;
+  }
+}
+
+static int send_all(conn_t* c, const char* data, size_t n, double deadline) {
+  size_t off = 0;
+  while (off < n) {
+    ssize_t k = send(c->fd, data + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      off += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (wait_fd(c, POLLOUT, deadline, 0) != 1) return -1;
+      continue;
+    }
+    return -1;
+  }
+  return 0;
+}
+
+static int send_response(conn_t* c, response_t* r, int keep_alive) {
+  aot_sb_t head;
+  aot_sb_init(&head, 0);
+  if (r->body.failed) set_error(r, 500, "out of memory writing the response");
+  aot_sb_printf(&head, "HTTP/1.1 %d %s\r\n", r->status, reason(r->status));
+  if (r->binary) {
+    aot_sb_printf(&head,
+                  "Content-Type: application/octet-stream\r\nInference-Header-Content-Length: %zu\r\n",
+                  r->json_len);
+  } else {
+    aot_sb_str(&head, "Content-Type: application/json\r\n");
+  }
+  if (r->allow) aot_sb_printf(&head, "Allow: %s\r\n", r->allow);
+  aot_sb_printf(&head, "Content-Length: %zu\r\n", r->body.len);
+  aot_sb_str(&head, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
+  int rc = -1;
+  if (!head.failed) {
+    double deadline = now_s() + c->srv->cfg.request_timeout;
+    rc = send_all(c, head.data, head.len, deadline);
+    if (rc == 0 && r->body.len) rc = send_all(c, r->body.data, r->body.len, deadline);
+  }
+  aot_sb_free(&head);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+static void json_shape(aot_sb_t* b, uint32_t rank, const int64_t* shape) {
+  aot_sb_str(b, "[");
+  for (uint32_t d = 0; d < rank; d++) aot_sb_printf(b, "%s%lld", d ? "," : "", (long long)shape[d]);
+  aot_sb_str(b, "]");
+}
+
+static void json_tensor_infos(aot_sb_t* b, const aot_tensor_info_t* t, uint32_t n) {
+  aot_sb_str(b, "[");
+  for (uint32_t i = 0; i < n; i++) {
+    aot_sb_str(b, i ? ",{\"name\":" : "{\"name\":");
+    aot_sb_json_string(b, t[i].name, strlen(t[i].name));
+    aot_sb_printf(b, ",\"datatype\":\"%s\",\"shape\":", kserve_dtype(t[i].dtype));
+    json_shape(b, t[i].rank, t[i].shape);
+    aot_sb_str(b, "}");
+  }
+  aot_sb_str(b, "]");
+}
+
+static void model_metadata(const served_model_t* m, response_t* r) {
+  aot_sb_t* b = &r->body;
+  aot_sb_str(b, "{\"name\":");
+  aot_sb_json_string(b, m->name, strlen(m->name));
+  aot_sb_str(b, ",\"versions\":[\"1\"],\"platform\":\"aot\",\"inputs\":");
+  json_tensor_infos(b, m->in, m->n_in);
+  aot_sb_str(b, ",\"outputs\":");
+  json_tensor_infos(b, m->out, m->n_out);
+  aot_sb_str(b, "}");
+  r->status = 200;
+}
+
+/* Write the leaves of `node` (nested arrays, row-major) into dst as dtype, counting them in
+ * *count; dst holds `capacity` elements. -1 with the error set on a bad or extra element. */
+static int fill_elements(const aot_sj_doc_t* d, uint32_t node, aot_dtype_t dt, unsigned char* dst,
+                         uint64_t capacity, uint64_t* count, const char* input, response_t* r) {
+  const aot_sj_node_t* nd = &d->nodes[node];
+  if (nd->kind == AOT_SJ_ARRAY) {
+    for (uint32_t k = nd->first; k != AOT_SJ_NONE; k = d->nodes[k].next)
+      if (fill_elements(d, k, dt, dst, capacity, count, input, r)) return -1;
+    return 0;
+  }
+  uint64_t i = *count;
+  if (i >= capacity) {
+    set_error(r, 400, "input '%s': \"data\" holds more than the %llu elements of its shape", input,
+              (unsigned long long)capacity);
+    return -1;
+  }
+  const char* want = kserve_dtype(dt);
+  int64_t iv = 0;
+  uint64_t uv = 0;
+  double dv = 0;
+  int ok;
+  switch (dt) {
+    case AOT_DTYPE_FLOAT32:
+      ok = aot_sj_double(d, node, &dv) == 0;
+      if (ok) ((float*)dst)[i] = (float)dv;
+      break;
+    case AOT_DTYPE_FLOAT64:
+      ok = aot_sj_double(d, node, &dv) == 0;
+      if (ok) ((double*)dst)[i] = dv;
+      break;
+    case AOT_DTYPE_BOOL:
+      ok = nd->kind == AOT_SJ_TRUE || nd->kind == AOT_SJ_FALSE;
+      if (ok) dst[i] = nd->kind == AOT_SJ_TRUE;
+      break;
+    case AOT_DTYPE_INT8:
+      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT8_MIN && iv <= INT8_MAX;
+      if (ok) ((int8_t*)dst)[i] = (int8_t)iv;
+      break;
+    case AOT_DTYPE_INT16:
+      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT16_MIN && iv <= INT16_MAX;
+      if (ok) ((int16_t*)dst)[i] = (int16_t)iv;
+      break;
+    case AOT_DTYPE_INT32:
+      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT32_MIN && iv <= INT32_MAX;
+      if (ok) ((int32_t*)dst)[i] = (int32_t)iv;
+      break;
+    case AOT_DTYPE_INT64:
+      ok = aot_sj_int64(d, node, &iv) == 0;
+      if (ok) ((int64_t*)dst)[i] = iv;
+      break;
+    case AOT_DTYPE_UINT8:
+      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT8_MAX;
+      if (ok) dst[i] = (uint8_t)uv;
+      break;
+    case AOT_DTYPE_UINT16:
+      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT16_MAX;
+      if (ok) ((uint16_t*)dst)[i] = (uint16_t)uv;
+      break;
+    case AOT_DTYPE_UINT32:
+      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT32_MAX;
+      if (ok) ((uint32_t*)dst)[i] = (uint32_t)uv;
+      break;
+    case AOT_DTYPE_UINT64:
+      ok = aot_sj_uint64(d, node, &uv) == 0;
+      if (ok) ((uint64_t*)dst)[i] = uv;
+      break;
+    default:
+      set_error(r, 400, "input '%s': %s data must be sent as binary data (binary_data_size)", input,
+                want);
+      return -1;
+  }
+  if (!ok) {
+    unsigned len = nd->len > 40 ? 40 : nd->len;
+    const char* text = nd->kind == AOT_SJ_ARRAY || nd->kind == AOT_SJ_OBJECT ? "an object"
+                       : nd->kind == AOT_SJ_NULL                            ? "null"
+                                                                            : NULL;
+    if (text) {
+      set_error(r, 400, "input '%s': element %llu is %s, not a %s value", input,
+                (unsigned long long)i, text, want);
+    } else {
+      set_error(r, 400, "input '%s': element %llu (%.*s) is not a %s value%s", input,
+                (unsigned long long)i, (int)len, d->text + nd->start, want,
+                dt == AOT_DTYPE_FLOAT32 || dt == AOT_DTYPE_FLOAT64 || dt == AOT_DTYPE_BOOL
+                    ? ""
+                    : " (an integer in range)");
+    }
+    return -1;
+  }
+  *count = i + 1;
+  return 0;
+}
+
+static int bool_param(const aot_sj_doc_t* d, uint32_t obj, const char* key, int* out,
+                      const char* where, response_t* r) {
+  uint32_t params = aot_sj_get(d, obj, "parameters");
+  if (params == AOT_SJ_NONE) return 0;
+  if (d->nodes[params].kind != AOT_SJ_OBJECT) {
+    set_error(r, 400, "%s: \"parameters\" is not an object", where);
+    return -1;
+  }
+  uint32_t v = aot_sj_get(d, params, key);
+  if (v == AOT_SJ_NONE) return 0;
+  if (d->nodes[v].kind != AOT_SJ_TRUE && d->nodes[v].kind != AOT_SJ_FALSE) {
+    set_error(r, 400, "%s: parameter \"%s\" is not true or false", where, key);
+    return -1;
+  }
+  *out = d->nodes[v].kind == AOT_SJ_TRUE;
+  return 0;
+}
+
+static void* tensor_alloc(uint64_t bytes) {
+  size_t n = (size_t)((bytes + 63) / 64 * 64);
+  return aligned_alloc(64, n ? n : 64);
+}
+
+typedef struct {
+  aot_tensor_t in[MAX_TENSORS];
+  aot_tensor_t out[MAX_TENSORS];
+  int out_wanted[MAX_TENSORS];  /* 0: not returned; else 1 + its place in the answer */
+  int out_binary[MAX_TENSORS];
+} tensors_t;
+
+static void write_json_data(aot_sb_t* b, const aot_tensor_t* t) {
+  uint64_t n = t->byte_size / (aot_dtype_size(t->dtype) ? aot_dtype_size(t->dtype) : 1);
+  const unsigned char* p = t->data;
+  aot_sb_str(b, "[");
+  for (uint64_t i = 0; i < n && !b->failed; i++) {
+    if (i) aot_sb_append(b, ",", 1);
+    double v;
+    int is_float = 1;
+    switch (t->dtype) {
+      case AOT_DTYPE_FLOAT32: v = ((const float*)p)[i]; break;
+      case AOT_DTYPE_FLOAT64: v = ((const double*)p)[i]; break;
+      case AOT_DTYPE_FLOAT16: v = half_to_float(((const uint16_t*)p)[i]); break;
+      case AOT_DTYPE_BFLOAT16: {
+        uint32_t bits = (uint32_t)((const uint16_t*)p)[i] << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        v = f;
+        break;
+      }
+      default: is_float = 0; v = 0; break;
+    }
+    if (is_float) {
+      if (isnan(v)) aot_sb_str(b, "NaN");
+      else if (isinf(v)) aot_sb_str(b, v > 0 ? "Infinity" : "-Infinity");
+      else aot_sb_printf(b, t->dtype == AOT_DTYPE_FLOAT64 ? "%.17g" : "%.9g", v);
+      continue;
+    }
+    switch (t->dtype) {
+      case AOT_DTYPE_BOOL: aot_sb_str(b, p[i] ? "true" : "false"); break;
+      case AOT_DTYPE_INT8: aot_sb_printf(b, "%d", ((const int8_t*)p)[i]); break;
+      case AOT_DTYPE_INT16: aot_sb_printf(b, "%d", ((const int16_t*)p)[i]); break;
+      case AOT_DTYPE_INT32: aot_sb_printf(b, "%d", ((const int32_t*)p)[i]); break;
+      case AOT_DTYPE_INT64: aot_sb_printf(b, "%lld", (long long)((const int64_t*)p)[i]); break;
+      case AOT_DTYPE_UINT8: aot_sb_printf(b, "%u", p[i]); break;
+      case AOT_DTYPE_UINT16: aot_sb_printf(b, "%u", ((const uint16_t*)p)[i]); break;
+      case AOT_DTYPE_UINT32: aot_sb_printf(b, "%u", ((const uint32_t*)p)[i]); break;
+      case AOT_DTYPE_UINT64:
+        aot_sb_printf(b, "%llu", (unsigned long long)((const uint64_t*)p)[i]);
+        break;
+      default: break;
+    }
+  }
+  aot_sb_str(b, "]");
+}
+
+static int json_output_ok(aot_dtype_t d) {
+  return d != AOT_DTYPE_FLOAT8E4M3FN && d != AOT_DTYPE_FLOAT8E4M3FNUZ && d != AOT_DTYPE_FLOAT8E5M2 &&
+         d != AOT_DTYPE_FLOAT8E5M2FNUZ;
+}
+
+/* POST .../infer: body[0, n). */
+static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body, size_t n,
+                  response_t* r) {
+  const served_model_t* m = &s->models[mi];
+  size_t json_len = n;
+  if (q->has_infer_header_len) {
+    if (q->infer_header_len > n) {
+      set_error(r, 400,
+                "Inference-Header-Content-Length %llu is more than the body's %zu bytes",
+                (unsigned long long)q->infer_header_len, n);
+      return;
+    }
+    json_len = (size_t)q->infer_header_len;
+  }
+  const char* bin = body + json_len;
+  size_t bin_len = n - json_len, bin_off = 0;
+  if (json_len == 0) {
+    set_error(r, 400, "empty request: the body must be a JSON inference request");
+    return;
+  }
+  aot_sj_doc_t d;
+  char err[256];
+  if (aot_sj_parse(body, json_len, (uint32_t)(json_len / 2 + 2), &d, err, sizeof(err))) {
+    set_error(r, 400, "invalid inference request: %s", err);
+    return;
+  }
+  tensors_t* t = calloc(1, sizeof(*t));
+  if (!t) {
+    aot_sj_free(&d);
+    set_error(r, 500, "out of memory");
+    return;
+  }
+  job_t job;
+  memset(&job, 0, sizeof(job));
+  int cv_ready = 0;
+  char id[256] = "";
+  int has_id = 0, binary_output = 0;
+  uint32_t root = 0, inputs, outputs, idn;
+  if (d.nodes[root].kind != AOT_SJ_OBJECT) {
+    set_error(r, 400, "invalid inference request: the JSON is not an object");
+    goto done;
+  }
+  if ((idn = aot_sj_get(&d, root, "id")) != AOT_SJ_NONE) {
+    if (aot_sj_string(&d, idn, id, sizeof(id))) {
+      set_error(r, 400, "\"id\" is not a string of at most %zu bytes", sizeof(id) - 1);
+      goto done;
+    }
+    has_id = 1;
+  }
+  if (bool_param(&d, root, "binary_data_output", &binary_output, "request", r)) goto done;
+  if (aot_sj_get(&d, root, "parameters") != AOT_SJ_NONE &&
+      aot_sj_get(&d, aot_sj_get(&d, root, "parameters"), "classification") != AOT_SJ_NONE) {
+    set_error(r, 400, "the classification extension is not supported");
+    goto done;
+  }
+  inputs = aot_sj_get(&d, root, "inputs");
+  if (inputs == AOT_SJ_NONE || d.nodes[inputs].kind != AOT_SJ_ARRAY) {
+    set_error(r, 400, "invalid inference request: \"inputs\" must be an array");
+    goto done;
+  }
+  for (uint32_t k = d.nodes[inputs].first; k != AOT_SJ_NONE; k = d.nodes[k].next) {
+    char name[MAX_NAME * 2], dtname[32];
+    if (d.nodes[k].kind != AOT_SJ_OBJECT ||
+        aot_sj_string(&d, aot_sj_get(&d, k, "name"), name, sizeof(name))) {
+      set_error(r, 400, "each of \"inputs\" must be an object with a string \"name\"");
+      goto done;
+    }
+    uint32_t i = 0;
+    while (i < m->n_in && strcmp(m->in[i].name, name) != 0) i++;
+    if (i == m->n_in) {
+      aot_sb_t names;
+      aot_sb_init(&names, 512);
+      for (uint32_t j = 0; j < m->n_in; j++) {
+        if (j) aot_sb_str(&names, ", ");
+        aot_sb_str(&names, m->in[j].name);
+      }
+      aot_sb_append(&names, "", 1);
+      set_error(r, 400, "model '%s' has no input '%s' (its inputs: %s)", m->name, name,
+                names.failed ? "..." : names.data);
+      aot_sb_free(&names);
+      goto done;
+    }
+    const aot_tensor_info_t* info = &m->in[i];
+    if (t->in[i].data) {
+      set_error(r, 400, "input '%s' is given twice", name);
+      goto done;
+    }
+    if (aot_sj_string(&d, aot_sj_get(&d, k, "datatype"), dtname, sizeof(dtname))) {
+      set_error(r, 400, "input '%s': \"datatype\" must be a string such as \"%s\"", name,
+                kserve_dtype(info->dtype));
+      goto done;
+    }
+    if (strcmp(dtname, kserve_dtype(info->dtype)) != 0) {
+      set_error(r, 400, "input '%s': datatype %s, but the model takes %s", name, dtname,
+                kserve_dtype(info->dtype));
+      goto done;
+    }
+    uint32_t shape = aot_sj_get(&d, k, "shape");
+    int shape_ok = shape != AOT_SJ_NONE && d.nodes[shape].kind == AOT_SJ_ARRAY;
+    uint32_t rank = 0;
+    for (uint32_t e = shape_ok ? d.nodes[shape].first : AOT_SJ_NONE; e != AOT_SJ_NONE;
+         e = d.nodes[e].next, rank++) {
+      int64_t dim;
+      if (aot_sj_int64(&d, e, &dim) || rank >= info->rank || dim != info->shape[rank])
+        shape_ok = 0;
+    }
+    if (!shape_ok || rank != info->rank) {
+      aot_sb_t want;
+      aot_sb_init(&want, 512);
+      json_shape(&want, info->rank, info->shape);
+      aot_sb_append(&want, "", 1);
+      uint32_t len = shape != AOT_SJ_NONE ? d.nodes[shape].len : 0;
+      set_error(r, 400, "input '%s': shape %.*s, but the model takes %s", name,
+                shape == AOT_SJ_NONE ? 7 : (int)(len > 100 ? 100 : len),
+                shape == AOT_SJ_NONE ? "missing" : d.text + d.nodes[shape].start,
+                want.failed ? "?" : want.data);
+      aot_sb_free(&want);
+      goto done;
+    }
+    t->in[i].dtype = info->dtype;
+    t->in[i].rank = info->rank;
+    t->in[i].shape = info->shape;
+    t->in[i].byte_size = info->byte_size;
+    t->in[i].data = tensor_alloc(info->byte_size);
+    if (!t->in[i].data) {
+      set_error(r, 500, "out of memory for input '%s' (%llu bytes)", name,
+                (unsigned long long)info->byte_size);
+      goto done;
+    }
+    uint32_t data = aot_sj_get(&d, k, "data");
+    uint32_t params = aot_sj_get(&d, k, "parameters");
+    uint32_t bsize = params == AOT_SJ_NONE ? AOT_SJ_NONE : aot_sj_get(&d, params, "binary_data_size");
+    if (data != AOT_SJ_NONE && bsize != AOT_SJ_NONE) {
+      set_error(r, 400, "input '%s' has both \"data\" and binary_data_size", name);
+      goto done;
+    }
+    if (bsize != AOT_SJ_NONE) {
+      uint64_t size;
+      if (aot_sj_uint64(&d, bsize, &size)) {
+        set_error(r, 400, "input '%s': binary_data_size is not a byte count", name);
+        goto done;
+      }
+      if (size != info->byte_size) {
+        set_error(r, 400, "input '%s': binary_data_size %llu, but its shape and datatype take %llu bytes",
+                  name, (unsigned long long)size, (unsigned long long)info->byte_size);
+        goto done;
+      }
+      if (size > bin_len - bin_off) {
+        set_error(r, 400,
+                  "input '%s': binary data truncated: %llu bytes expected, %zu left in the body "
+                  "after the %zu-byte JSON header",
+                  name, (unsigned long long)size, bin_len - bin_off, json_len);
+        goto done;
+      }
+      memcpy(t->in[i].data, bin + bin_off, (size_t)size);
+      bin_off += (size_t)size;
+    } else if (data != AOT_SJ_NONE) {
+      uint64_t elems = info->byte_size / aot_dtype_size(info->dtype), count = 0;
+      if (d.nodes[data].kind != AOT_SJ_ARRAY) {
+        set_error(r, 400, "input '%s': \"data\" must be an array", name);
+        goto done;
+      }
+      if (fill_elements(&d, data, info->dtype, t->in[i].data, elems, &count, name, r)) goto done;
+      if (count != elems) {
+        set_error(r, 400, "input '%s': \"data\" holds %llu elements, but its shape takes %llu", name,
+                  (unsigned long long)count, (unsigned long long)elems);
+        goto done;
+      }
+    } else {
+      set_error(r, 400, "input '%s' has neither \"data\" nor parameters.binary_data_size", name);
+      goto done;
+    }
+  }
+  for (uint32_t i = 0; i < m->n_in; i++)
+    if (!t->in[i].data) {
+      set_error(r, 400, "missing input '%s' of model '%s'", m->in[i].name, m->name);
+      goto done;
+    }
+  if (bin_off != bin_len) {
+    set_error(r, 400, "%zu bytes of binary data after the last input's", bin_len - bin_off);
+    goto done;
+  }
+  outputs = aot_sj_get(&d, root, "outputs");
+  if (outputs != AOT_SJ_NONE && d.nodes[outputs].kind != AOT_SJ_ARRAY) {
+    set_error(r, 400, "invalid inference request: \"outputs\" must be an array");
+    goto done;
+  }
+  if (outputs == AOT_SJ_NONE || d.nodes[outputs].first == AOT_SJ_NONE) {
+    for (uint32_t o = 0; o < m->n_out; o++) {
+      t->out_wanted[o] = (int)o + 1;
+      t->out_binary[o] = binary_output;
+    }
+  } else {
+    int place = 0;
+    for (uint32_t k = d.nodes[outputs].first; k != AOT_SJ_NONE; k = d.nodes[k].next) {
+      char name[MAX_NAME * 2];
+      if (d.nodes[k].kind != AOT_SJ_OBJECT ||
+          aot_sj_string(&d, aot_sj_get(&d, k, "name"), name, sizeof(name))) {
+        set_error(r, 400, "each of \"outputs\" must be an object with a string \"name\"");
+        goto done;
+      }
+      uint32_t o = 0;
+      while (o < m->n_out && strcmp(m->out[o].name, name) != 0) o++;
+      if (o == m->n_out) {
+        set_error(r, 400, "model '%s' has no output '%s'", m->name, name);
+        goto done;
+      }
+      if (t->out_wanted[o]) {
+        set_error(r, 400, "output '%s' is requested twice", name);
+        goto done;
+      }
+      int b = binary_output;
+      if (bool_param(&d, k, "binary_data", &b, "output", r)) goto done;
+      uint32_t params = aot_sj_get(&d, k, "parameters");
+      if (params != AOT_SJ_NONE && aot_sj_get(&d, params, "classification") != AOT_SJ_NONE) {
+        uint32_t cls = aot_sj_get(&d, params, "classification");
+        int64_t cc;
+        if (aot_sj_int64(&d, cls, &cc) || cc != 0) {
+          set_error(r, 400, "output '%s': the classification extension is not supported", name);
+          goto done;
+        }
+      }
+      t->out_wanted[o] = ++place;
+      t->out_binary[o] = b;
+    }
+  }
+  for (uint32_t o = 0; o < m->n_out; o++) {
+    if (t->out_wanted[o] && !t->out_binary[o] && !json_output_ok(m->out[o].dtype)) {
+      set_error(r, 400, "output '%s' is %s, which has no JSON form: request it as binary_data",
+                m->out[o].name, kserve_dtype(m->out[o].dtype));
+      goto done;
+    }
+    t->out[o].dtype = m->out[o].dtype;
+    t->out[o].rank = m->out[o].rank;
+    t->out[o].shape = m->out[o].shape;
+    t->out[o].byte_size = m->out[o].byte_size;
+    t->out[o].data = tensor_alloc(m->out[o].byte_size);
+    if (!t->out[o].data) {
+      set_error(r, 500, "out of memory for output '%s'", m->out[o].name);
+      goto done;
+    }
+  }
+  aot_sj_free(&d); /* the run needs none of it: free it while the model runs */
+
+  job.model = mi;
+  job.inputs = t->in;
+  job.outputs = t->out;
+  if (pthread_cond_init(&job.cv, NULL) != 0) {
+    set_error(r, 500, "pthread_cond_init failed");
+    goto done;
+  }
+  cv_ready = 1;
+  if (atomic_load(&s->shutting_down)) {
+    set_error(r, 503, "the server is shutting down");
+    goto done;
+  }
+  if (run_job(s, &job)) {
+    set_error(r, 503, "server busy: all %u queue entries are taken; retry later", s->cfg.queue);
+    goto done;
+  }
+  if (job.status != AOT_OK) {
+    int bad_input = job.status == AOT_ERR_SHAPE_MISMATCH || job.status == AOT_ERR_DTYPE_MISMATCH ||
+                    job.status == AOT_ERR_CHECK_FAILED;
+    set_error(r, bad_input ? 400 : 500, "model '%s' failed: %s (%s)", m->name, job.err.message,
+              aot_status_string(job.status));
+    goto done;
+  }
+  /* the answer: JSON, then the binary outputs in the order listed */
+  {
+    aot_sb_t* b = &r->body;
+    aot_sb_str(b, "{\"model_name\":");
+    aot_sb_json_string(b, m->name, strlen(m->name));
+    aot_sb_str(b, ",\"model_version\":\"1\"");
+    if (has_id) {
+      aot_sb_str(b, ",\"id\":");
+      aot_sb_json_string(b, id, strlen(id));
+    }
+    aot_sb_str(b, ",\"outputs\":[");
+    int any_binary = 0, first = 1;
+    for (int place = 1; place <= (int)m->n_out; place++) {
+      for (uint32_t o = 0; o < m->n_out; o++) {
+        if (t->out_wanted[o] != place) continue;
+        aot_sb_str(b, first ? "{\"name\":" : ",{\"name\":");
+        first = 0;
+        aot_sb_json_string(b, m->out[o].name, strlen(m->out[o].name));
+        aot_sb_printf(b, ",\"datatype\":\"%s\",\"shape\":", kserve_dtype(m->out[o].dtype));
+        json_shape(b, m->out[o].rank, m->out[o].shape);
+        if (t->out_binary[o]) {
+          any_binary = 1;
+          aot_sb_printf(b, ",\"parameters\":{\"binary_data_size\":%llu}}",
+                        (unsigned long long)m->out[o].byte_size);
+        } else {
+          aot_sb_str(b, ",\"data\":");
+          write_json_data(b, &t->out[o]);
+          aot_sb_str(b, "}");
+        }
+      }
+    }
+    aot_sb_str(b, "]}");
+    if (any_binary) {
+      r->binary = 1;
+      r->json_len = b->len;
+      for (int place = 1; place <= (int)m->n_out; place++)
+        for (uint32_t o = 0; o < m->n_out; o++)
+          if (t->out_wanted[o] == place && t->out_binary[o])
+            aot_sb_append(b, t->out[o].data, (size_t)t->out[o].byte_size);
+    }
+    r->status = 200;
+  }
+done:
+  if (cv_ready) pthread_cond_destroy(&job.cv);
+  aot_sj_free(&d); /* a no-op when already freed */
+  for (uint32_t i = 0; i < m->n_in; i++) free(t->in[i].data);
+  for (uint32_t o = 0; o < m->n_out; o++) free(t->out[o].data);
+  free(t);
+}
+
+static int find_model(const server_t* s, const char* name, size_t len) {
+  for (uint32_t i = 0; i < s->n_models; i++)
+    if (strlen(s->models[i].name) == len && memcmp(s->models[i].name, name, len) == 0) return (int)i;
+  return -1;
+}
+
+static void route(server_t* s, const request_t* q, const char* body, size_t n, response_t* r) {
+  char path[sizeof(q->path)];
+  memcpy(path, q->path, sizeof(path));
+  char* qs = strchr(path, '?');
+  if (qs) *qs = '\0';
+  size_t plen = strlen(path);
+  while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
+  int get = strcmp(q->method, "GET") == 0, post = strcmp(q->method, "POST") == 0;
+  if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0 ||
+      strcmp(path, "/v2") == 0) {
+    if (!get) {
+      set_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
+      r->allow = "GET";
+      return;
+    }
+    if (strcmp(path, "/v2") == 0) {
+      aot_sb_printf(&r->body,
+                    "{\"name\":\"aot_server\",\"version\":\"%u\",\"extensions\":[\"binary_tensor_data\"]}",
+                    aot_abi_version());
+      r->status = 200;
+    } else if (strcmp(path, "/v2/health/ready") == 0 && atomic_load(&s->shutting_down)) {
+      set_error(r, 503, "the server is shutting down");
+    } else {
+      r->status = 200;
+    }
+    return;
+  }
+  static const char prefix[] = "/v2/models/";
+  if (strncmp(path, prefix, sizeof(prefix) - 1) != 0) {
+    set_error(r, 404, "no such endpoint: %s %s", q->method, path);
+    return;
+  }
+  const char* name = path + sizeof(prefix) - 1;
+  const char* slash = strchr(name, '/');
+  size_t nlen = slash ? (size_t)(slash - name) : strlen(name);
+  const char* rest = slash ? slash : "";
+  int mi = find_model(s, name, nlen);
+  if (mi < 0) {
+    aot_sb_t names;
+    aot_sb_init(&names, 2048);
+    for (uint32_t i = 0; i < s->n_models; i++) {
+      if (i) aot_sb_str(&names, ", ");
+      aot_sb_str(&names, s->models[i].name);
+    }
+    aot_sb_append(&names, "", 1);
+    set_error(r, 404, "unknown model '%.*s' (this server serves: %s)", (int)(nlen > 200 ? 200 : nlen),
+              name, names.failed ? "..." : names.data);
+    aot_sb_free(&names);
+    return;
+  }
+  if (strncmp(rest, "/versions/", 10) == 0) {
+    const char* v = rest + 10;
+    const char* vs = strchr(v, '/');
+    size_t vlen = vs ? (size_t)(vs - v) : strlen(v);
+    if (!(vlen == 1 && v[0] == '1')) {
+      set_error(r, 404, "model '%s' has no version '%.*s' (it has version 1)", s->models[mi].name,
+                (int)(vlen > 64 ? 64 : vlen), v);
+      return;
+    }
+    rest = vs ? vs : "";
+  }
+  if (rest[0] == '\0' || strcmp(rest, "/ready") == 0) {
+    if (!get) {
+      set_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
+      r->allow = "GET";
+      return;
+    }
+    if (rest[0] == '\0') {
+      model_metadata(&s->models[mi], r);
+    } else {
+      aot_sb_str(&r->body, "{\"name\":");
+      aot_sb_json_string(&r->body, s->models[mi].name, strlen(s->models[mi].name));
+      aot_sb_str(&r->body, ",\"ready\":true}");
+      r->status = 200;
+    }
+    return;
+  }
+  if (strcmp(rest, "/infer") == 0) {
+    if (!post) {
+      set_error(r, 405, "%s is not allowed on %s (use POST)", q->method, path);
+      r->allow = "POST";
+      return;
+    }
+    if (q->content_encoding[0] && strcasecmp(q->content_encoding, "identity") != 0) {
+      set_error(r, 415, "Content-Encoding '%s' is not supported: send the body uncompressed",
+                q->content_encoding);
+      return;
+    }
+    infer(s, (uint32_t)mi, q, body, n, r);
+    return;
+  }
+  set_error(r, 404, "no such endpoint: %s %s", q->method, path);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+/* Read more bytes into c->buf (growing it to hold `want` bytes): 1 read some, 0 timed out,
+ * -1 closed or failed, -2 shutdown while idle. */
+static int read_more(conn_t* c, size_t want, double deadline, int idle) {
+  if (want > c->cap) {
+    size_t cap = c->cap ? c->cap : 4096;
+    while (cap < want) cap *= 2;
+    char* b = realloc(c->buf, cap);
+    if (!b) return -1;
+    c->buf = b;
+    c->cap = cap;
+  }
+  int w = wait_fd(c, POLLIN, deadline, idle);
+  if (w != 1) return w == -2 ? -2 : w;
+  for (;;) {
+    ssize_t k = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+    if (k > 0) {
+      c->len += (size_t)k;
+      return 1;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1; /* spurious wake-up */
+    return -1;
+  }
+}
+
+static void* conn_main(void* arg) {
+  conn_t* c = arg;
+  server_t* s = c->srv;
+  for (;;) {
+    request_t q;
+    memset(&q, 0, sizeof(q));
+    response_t r;
+    memset(&r, 0, sizeof(r));
+    aot_sb_init(&r.body, 0);
+    int keep = 0;
+    /* the head: wait --idle-timeout for its first byte, then --request-timeout in all */
+    double start = now_s();
+    double deadline = start + (c->len ? s->cfg.request_timeout : s->cfg.idle_timeout);
+    int started = c->len > 0;
+    char* head_end = NULL;
+    size_t scanned = 0; /* bytes searched for the blank line: each read scans only its own */
+    for (;;) {
+      /* skip the empty lines a client may send between requests (RFC 9112 2.2) */
+      size_t skip = 0;
+      while (skip + 1 < c->len && c->buf[skip] == '\r' && c->buf[skip + 1] == '\n') skip += 2;
+      if (skip) {
+        memmove(c->buf, c->buf + skip, c->len - skip);
+        c->len -= skip;
+        scanned = 0;
+      }
+      if (c->len >= 4) {
+        size_t lim = c->len < MAX_HEADER_BYTES ? c->len : MAX_HEADER_BYTES;
+        for (size_t k = scanned > 3 ? scanned - 3 : 0; k + 4 <= lim; k++)
+          if (memcmp(c->buf + k, "\r\n\r\n", 4) == 0) {
+            head_end = c->buf + k + 4;
+            break;
+          }
+      }
+      if (head_end) break;
+      scanned = c->len;
+      if (c->len >= MAX_HEADER_BYTES) {
+        set_error(&r, 431, "request line and headers exceed %d bytes", MAX_HEADER_BYTES);
+        goto answer_close;
+      }
+      int got = read_more(c, MAX_HEADER_BYTES, deadline, !started || atomic_load(&s->shutting_down));
+      if (got == 0 && started) {
+        set_error(&r, 408, "request headers not received within %.1f s; closing the connection",
+                  s->cfg.request_timeout);
+        goto answer_close;
+      }
+      if (got != 1) goto close; /* idle timeout, peer closed, shutdown, error */
+      if (!started) {
+        started = 1;
+        deadline = now_s() + s->cfg.request_timeout;
+      }
+    }
+    q.header_bytes = (size_t)(head_end - c->buf);
+    if (parse_head(c->buf, q.header_bytes, &q, &r)) goto answer_close;
+    if (q.chunked) {
+      set_error(&r, 411,
+                "Transfer-Encoding is not supported: send the body with a Content-Length header");
+      goto answer_close;
+    }
+    if (!q.has_content_length && strcmp(q.method, "POST") == 0) {
+      set_error(&r, 411, "a POST needs a Content-Length header");
+      goto answer_close;
+    }
+    if (q.content_length > s->cfg.max_body) {
+      set_error(&r, 413, "request body of %llu bytes is over this server's limit of %llu (--max-body-bytes)",
+                (unsigned long long)q.content_length, (unsigned long long)s->cfg.max_body);
+      goto answer_close;
+    }
+    if (q.expect_continue && q.content_length > c->len - q.header_bytes) {
+      static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      if (send_all(c, cont, sizeof(cont) - 1, deadline)) goto close;
+    }
+    size_t total = q.header_bytes + (size_t)q.content_length;
+    while (c->len < total) {
+      int got = read_more(c, total, deadline, 0);
+      if (got == 0) {
+        set_error(&r, 408,
+                  "request body not received within %.1f s (%zu of %llu bytes); closing the connection",
+                  s->cfg.request_timeout, c->len - q.header_bytes,
+                  (unsigned long long)q.content_length);
+        goto answer_close;
+      }
+      if (got != 1) goto close;
+    }
+    route(s, &q, c->buf + q.header_bytes, (size_t)q.content_length, &r);
+    keep = q.keep_alive && !atomic_load(&s->shutting_down);
+    if (send_response(c, &r, keep)) keep = 0;
+    aot_sb_free(&r.body);
+    memmove(c->buf, c->buf + total, c->len - total);
+    c->len -= total;
+    if (c->cap > 65536 && c->len < 4096) { /* give back a large body's buffer */
+      char* b = realloc(c->buf, 4096);
+      if (b) {
+        c->buf = b;
+        c->cap = 4096;
+      }
+    }
+    if (!keep) goto close;
+    continue;
+  answer_close:
+    send_response(c, &r, 0);
+  close:
+    aot_sb_free(&r.body);
+    break;
+  }
+  shutdown(c->fd, SHUT_WR);
+  close(c->fd);
+  free(c->buf);
+  free(c);
+  pthread_mutex_lock(&s->conn_mu);
+  s->active_conns--;
+  pthread_cond_broadcast(&s->conn_cv);
+  pthread_mutex_unlock(&s->conn_mu);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- start-up */
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: aot_server --model NAME=PATH.aot [--model ...] [--host ADDR] [--port P]\n"
+          "                  [--workers N] [--queue N] [--max-body-bytes N] [--max-connections N]\n"
+          "                  [--request-timeout S] [--idle-timeout S] [--threads-per-worker N]\n"
+          "Serves the models over HTTP/1.1 with the KServe v2 (Open Inference) protocol.\n"
+          "  --host              address to listen on (default 0.0.0.0)\n"
+          "  --port              TCP port (default 8000; 0 picks a free one, printed at start)\n"
+          "  --workers           inference threads, each with a context per model (default: cores)\n"
+          "  --queue             requests that may wait for a worker; past that 503 (default 64)\n"
+          "  --max-body-bytes    largest request body; past that 413 (default 67108864)\n"
+          "  --max-connections   open connections; past that 503 and close (default 256)\n"
+          "  --request-timeout   seconds from a request's first byte to its last (default 30)\n"
+          "  --idle-timeout      seconds a keep-alive connection may wait idle (default 60)\n"
+          "  --threads-per-worker  threads of each worker's aot context (default 1)\n");
+}
+
+static int parse_u64(const char* s, uint64_t lo, uint64_t hi, uint64_t* out) {
+  if (!s || !*s || *s == '-') return -1;
+  char* end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_seconds(const char* s, double* out) {
+  if (!s || !*s) return -1;
+  char* end;
+  double v = strtod(s, &end);
+  if (*end || !(v > 0) || v > 1e6) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_args(int argc, char** argv, config_t* cfg) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  cfg->host = "0.0.0.0";
+  cfg->port = 8000;
+  cfg->workers = cores > 0 ? (uint32_t)cores : 1;
+  cfg->queue = 64;
+  cfg->max_connections = 256;
+  cfg->threads_per_worker = 1;
+  cfg->max_body = 64ull << 20;
+  cfg->request_timeout = 30;
+  cfg->idle_timeout = 60;
+  for (int a = 1; a < argc; a++) {
+    const char* opt = argv[a];
+    if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
+      usage(stdout);
+      exit(0);
+    }
+    const char* val = a + 1 < argc ? argv[a + 1] : NULL;
+    if (!val) {
+      fprintf(stderr, "aot_server: %s needs a value\n", opt);
+      return -1;
+    }
+    a++;
+    uint64_t u;
+    if (strcmp(opt, "--model") == 0) {
+      const char* eq = strchr(val, '=');
+      size_t n = eq ? (size_t)(eq - val) : 0;
+      if (!eq || n == 0 || n >= MAX_NAME || !eq[1]) {
+        fprintf(stderr, "aot_server: --model takes NAME=PATH (NAME 1 to %d characters), got '%s'\n",
+                MAX_NAME - 1, val);
+        return -1;
+      }
+      for (size_t k = 0; k < n; k++) {
+        char ch = val[k];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-' || ch == '.')) {
+          fprintf(stderr, "aot_server: model name '%.*s' may hold only letters, digits, '_', '-', '.'\n",
+                  (int)n, val);
+          return -1;
+        }
+      }
+      if (cfg->n_models == MAX_MODELS) {
+        fprintf(stderr, "aot_server: at most %d models\n", MAX_MODELS);
+        return -1;
+      }
+      for (uint32_t i = 0; i < cfg->n_models; i++)
+        if (strlen(cfg->model_names[i]) == n && memcmp(cfg->model_names[i], val, n) == 0) {
+          fprintf(stderr, "aot_server: model name '%.*s' given twice\n", (int)n, val);
+          return -1;
+        }
+      memcpy(cfg->model_names[cfg->n_models], val, n);
+      cfg->model_names[cfg->n_models][n] = '\0';
+      cfg->model_paths[cfg->n_models++] = eq + 1;
+    } else if (strcmp(opt, "--host") == 0) {
+      cfg->host = val;
+    } else if (strcmp(opt, "--port") == 0) {
+      if (parse_u64(val, 0, 65535, &u)) goto bad;
+      cfg->port = (int)u;
+    } else if (strcmp(opt, "--workers") == 0) {
+      if (parse_u64(val, 1, 1024, &u)) goto bad;
+      cfg->workers = (uint32_t)u;
+    } else if (strcmp(opt, "--queue") == 0) {
+      if (parse_u64(val, 1, 1 << 20, &u)) goto bad;
+      cfg->queue = (uint32_t)u;
+    } else if (strcmp(opt, "--max-connections") == 0) {
+      if (parse_u64(val, 1, 1 << 16, &u)) goto bad;
+      cfg->max_connections = (uint32_t)u;
+    } else if (strcmp(opt, "--threads-per-worker") == 0) {
+      if (parse_u64(val, 1, 1024, &u)) goto bad;
+      cfg->threads_per_worker = (uint32_t)u;
+    } else if (strcmp(opt, "--max-body-bytes") == 0) {
+      if (parse_u64(val, 1, (uint64_t)UINT32_MAX - 1, &u)) goto bad;
+      cfg->max_body = u;
+    } else if (strcmp(opt, "--request-timeout") == 0) {
+      if (parse_seconds(val, &cfg->request_timeout)) goto bad;
+    } else if (strcmp(opt, "--idle-timeout") == 0) {
+      if (parse_seconds(val, &cfg->idle_timeout)) goto bad;
+    } else {
+      fprintf(stderr, "aot_server: unknown option %s\n", opt);
+      usage(stderr);
+      return -1;
+    }
+    continue;
+  bad:
+    fprintf(stderr, "aot_server: bad value '%s' for %s\n", val, opt);
+    return -1;
+  }
+  if (cfg->n_models == 0) {
+    fprintf(stderr, "aot_server: no model: give --model NAME=PATH.aot\n");
+    usage(stderr);
+    return -1;
+  }
+  return 0;
+}
+
+static int load_models(server_t* s) {
+  aot_error_t err;
+  for (uint32_t i = 0; i < s->cfg.n_models; i++) {
+    served_model_t* m = &s->models[i];
+    m->name = s->cfg.model_names[i];
+    if (aot_model_open_file(s->cfg.model_paths[i], &m->model, &err) != AOT_OK) {
+      fprintf(stderr, "aot_server: model '%s': cannot open %s: %s\n", m->name, s->cfg.model_paths[i],
+              err.message);
+      return -1;
+    }
+    s->n_models = i + 1;
+    m->n_in = aot_model_input_count(m->model);
+    m->n_out = aot_model_output_count(m->model);
+    if (m->n_in > MAX_TENSORS || m->n_out > MAX_TENSORS) {
+      fprintf(stderr, "aot_server: model '%s' has more than %d inputs or outputs\n", m->name,
+              MAX_TENSORS);
+      return -1;
+    }
+    m->in = calloc(m->n_in ? m->n_in : 1, sizeof(*m->in));
+    m->out = calloc(m->n_out ? m->n_out : 1, sizeof(*m->out));
+    if (!m->in || !m->out) return -1;
+    for (uint32_t k = 0; k < m->n_in; k++)
+      if (aot_model_input_info(m->model, k, &m->in[k], &err) != AOT_OK) goto info_failed;
+    for (uint32_t k = 0; k < m->n_out; k++)
+      if (aot_model_output_info(m->model, k, &m->out[k], &err) != AOT_OK) goto info_failed;
+    continue;
+  info_failed:
+    fprintf(stderr, "aot_server: model '%s': %s\n", m->name, err.message);
+    return -1;
+  }
+  s->contexts = calloc((size_t)s->cfg.workers * s->n_models, sizeof(*s->contexts));
+  if (!s->contexts) return -1;
+  aot_context_options_t opts;
+  memset(&opts, 0, sizeof(opts));
+  opts.struct_size = sizeof(opts);
+  opts.num_threads = s->cfg.threads_per_worker;
+  for (uint32_t w = 0; w < s->cfg.workers; w++)
+    for (uint32_t i = 0; i < s->n_models; i++)
+      if (aot_context_create(s->models[i].model, &opts, &s->contexts[(size_t)w * s->n_models + i],
+                             &err) != AOT_OK) {
+        fprintf(stderr, "aot_server: model '%s': context for worker %u: %s\n", s->models[i].name, w,
+                err.message);
+        return -1;
+      }
+  return 0;
+}
+
+static int open_listener(server_t* s) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  char port[16];
+  snprintf(port, sizeof(port), "%d", s->cfg.port);
+  int rc = getaddrinfo(s->cfg.host, port, &hints, &res);
+  if (rc != 0) {
+    fprintf(stderr, "aot_server: --host %s: %s\n", s->cfg.host, gai_strerror(rc));
+    return -1;
+  }
+  int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+  if (fd < 0) {
+    fprintf(stderr, "aot_server: socket: %s\n", strerror(errno));
+    freeaddrinfo(res);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+    fprintf(stderr, "aot_server: cannot listen on %s:%d: %s\n", s->cfg.host, s->cfg.port,
+            strerror(errno));
+    freeaddrinfo(res);
+    close(fd);
+    return -1;
+  }
+  freeaddrinfo(res);
+  struct sockaddr_storage addr;
+  socklen_t alen = sizeof(addr);
+  int bound = s->cfg.port;
+  if (getsockname(fd, (struct sockaddr*)&addr, &alen) == 0)
+    bound = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&addr)->sin6_port
+                                             : ((struct sockaddr_in*)&addr)->sin_port);
+  s->cfg.port = bound;
+  s->listen_fd = fd;
+  return 0;
+}
+
+/* Answer a connection over the limit without a thread: best effort, never blocking. */
+static void refuse(int fd, uint32_t limit) {
+  char msg[256];
+  char body[160];
+  int bn = snprintf(body, sizeof(body),
+                    "{\"error\":\"server busy: all %u connections are open (--max-connections); retry later\"}",
+                    limit);
+  int n = snprintf(msg, sizeof(msg),
+                   "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                   bn, body);
+  if (n > 0) {
+    ssize_t k = send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)k;
+  }
+  close(fd);
+}
+
+int main(int argc, char** argv) {
+  static server_t srv; /* large (the config's name table): not on the stack */
+  server_t* s = &srv;
+  if (parse_args(argc, argv, &s->cfg)) return 2;
+  s->listen_fd = -1;
+  int pipefd[2];
+  if (pipe(pipefd) != 0) {
+    fprintf(stderr, "aot_server: pipe: %s\n", strerror(errno));
+    return 1;
+  }
+  fcntl(pipefd[1], F_SETFL, O_NONBLOCK);
+  s->stop_read_fd = pipefd[0];
+  g_stop_write_fd = pipefd[1];
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->not_empty, NULL);
+  pthread_mutex_init(&s->conn_mu, NULL);
+  pthread_cond_init(&s->conn_cv, NULL);
+  atomic_init(&s->shutting_down, 0);
+
+  int rc = 1;
+  s->ring = calloc(s->cfg.queue, sizeof(*s->ring));
+  s->worker_threads = calloc(s->cfg.workers, sizeof(*s->worker_threads));
+  if (!s->ring || !s->worker_threads) {
+    fprintf(stderr, "aot_server: out of memory\n");
+    goto out;
+  }
+  if (load_models(s) || open_listener(s)) goto out;
+  for (uint32_t w = 0; w < s->cfg.workers; w++) {
+    void** a = malloc(2 * sizeof(void*));
+    if (!a) goto out;
+    a[0] = s;
+    a[1] = (void*)(uintptr_t)w;
+    if (pthread_create(&s->worker_threads[w], NULL, worker_main, a) != 0) {
+      free(a);
+      fprintf(stderr, "aot_server: cannot start worker %u\n", w);
+      goto out;
+    }
+    s->n_workers_started = w + 1;
+  }
+  for (uint32_t i = 0; i < s->n_models; i++)
+    fprintf(stderr, "aot_server: model '%s' from %s (%u inputs, %u outputs)\n", s->models[i].name,
+            s->cfg.model_paths[i], s->models[i].n_in, s->models[i].n_out);
+  fprintf(stderr, "aot_server: listening on http://%s:%d (%u workers, queue %u)\n", s->cfg.host,
+          s->cfg.port, s->cfg.workers, s->cfg.queue);
+  fflush(stderr);
+
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (;;) {
+    struct pollfd p[2] = {{s->listen_fd, POLLIN, 0}, {s->stop_read_fd, POLLIN, 0}};
+    int r = poll(p, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 || p[1].revents) break;
+    if (!p[0].revents) continue;
+    int fd = accept(s->listen_fd, NULL, NULL);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) usleep(10000); /* let connections close */
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    pthread_mutex_lock(&s->conn_mu);
+    int full = s->active_conns >= s->cfg.max_connections;
+    if (!full) s->active_conns++;
+    pthread_mutex_unlock(&s->conn_mu);
+    if (full) {
+      refuse(fd, s->cfg.max_connections);
+      continue;
+    }
+    conn_t* c = calloc(1, sizeof(*c));
+    pthread_t th;
+    if (c) {
+      c->srv = s;
+      c->fd = fd;
+    }
+    if (!c || pthread_create(&th, &attr, conn_main, c) != 0) {
+      free(c);
+      refuse(fd, s->cfg.max_connections);
+      pthread_mutex_lock(&s->conn_mu);
+      s->active_conns--;
+      pthread_mutex_unlock(&s->conn_mu);
+    }
+  }
+  pthread_attr_destroy(&attr);
+  /* shutdown: no new connections; the open ones finish what they have read and close */
+  fprintf(stderr, "aot_server: shutting down\n");
+  atomic_store(&s->shutting_down, 1);
+  close(s->listen_fd);
+  s->listen_fd = -1;
+  pthread_mutex_lock(&s->conn_mu);
+  while (s->active_conns > 0) pthread_cond_wait(&s->conn_cv, &s->conn_mu);
+  pthread_mutex_unlock(&s->conn_mu);
+  rc = 0;
+out:
+  pthread_mutex_lock(&s->mu);
+  s->workers_stop = 1;
+  pthread_cond_broadcast(&s->not_empty);
+  pthread_mutex_unlock(&s->mu);
+  for (uint32_t w = 0; w < s->n_workers_started; w++) pthread_join(s->worker_threads[w], NULL);
+  if (s->contexts)
+    for (size_t k = 0; k < (size_t)s->cfg.workers * s->n_models; k++) aot_context_destroy(s->contexts[k]);
+  for (uint32_t i = 0; i < s->n_models; i++) {
+    aot_model_close(s->models[i].model);
+    free(s->models[i].in);
+    free(s->models[i].out);
+  }
+  free(s->contexts);
+  free(s->ring);
+  free(s->worker_threads);
+  if (s->listen_fd >= 0) close(s->listen_fd);
+  if (rc == 0) fprintf(stderr, "aot_server: stopped\n");
+  return rc;
+}
