@@ -801,11 +801,22 @@ static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body
       aot_sb_init(&want, 512);
       json_shape(&want, info->rank, info->shape);
       aot_sb_append(&want, "", 1);
-      uint32_t len = shape != AOT_SJ_NONE ? d.nodes[shape].len : 0;
-      set_error(r, 400, "input '%s': shape %.*s, but the model takes %s", name,
-                shape == AOT_SJ_NONE ? 7 : (int)(len > 100 ? 100 : len),
-                shape == AOT_SJ_NONE ? "missing" : d.text + d.nodes[shape].start,
-                want.failed ? "?" : want.data);
+      aot_sb_t given; /* the client's dims as their tokens: "[1,784]" */
+      aot_sb_init(&given, 256);
+      if (shape == AOT_SJ_NONE || d.nodes[shape].kind != AOT_SJ_ARRAY) {
+        aot_sb_str(&given, "missing or not an array");
+      } else {
+        aot_sb_str(&given, "[");
+        for (uint32_t e = d.nodes[shape].first; e != AOT_SJ_NONE; e = d.nodes[e].next) {
+          if (e != d.nodes[shape].first) aot_sb_str(&given, ",");
+          aot_sb_append(&given, d.text + d.nodes[e].start, d.nodes[e].len > 24 ? 24 : d.nodes[e].len);
+        }
+        aot_sb_str(&given, "]");
+      }
+      aot_sb_append(&given, "", 1);
+      set_error(r, 400, "input '%s': shape %s, but the model takes %s", name,
+                given.failed ? "[...]" : given.data, want.failed ? "?" : want.data);
+      aot_sb_free(&given);
       aot_sb_free(&want);
       goto done;
     }

@@ -1,0 +1,472 @@
+"""The KServe v2 inference server (runtime_c/servers/aot_server.c), end to end.
+
+The sample lenet and mlp are compiled to artifacts and served on loopback; tritonclient.http
+(the real client) drives it from several threads in JSON and binary modes, and every answer
+is checked against aot.Session on the same artifact. Raw sockets send what a client library
+never would (bad JSON, wrong shapes and datatypes, oversized and chunked bodies, garbage,
+truncated binary data, a client that stalls half-way), and after each the server must still
+answer a good request. The tritonclient tests skip when tritonclient is not installed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aot
+import make_samples
+from aot.runtime.library import build_server
+
+MODELS = ["lenet", "mlp"]
+MAX_BODY = 1 << 20
+REQUEST_TIMEOUT_S = 2.0
+
+
+class Server:
+    """An aot_server process on 127.0.0.1 and a free port (--port 0: it prints the port)."""
+
+    def __init__(self, exe: Path, artifacts: dict[str, Path], *extra: str):
+        args = [str(exe), "--host", "127.0.0.1", "--port", "0"]
+        for name, path in artifacts.items():
+            args += ["--model", f"{name}={path}"]
+        self.proc = subprocess.Popen(args + list(extra), stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.port = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            if "listening on http://" in line:
+                self.port = int(line.split("http://", 1)[1].split()[0].rsplit(":", 1)[1])
+                break
+        if not self.port:
+            self.proc.kill()
+            raise RuntimeError("aot_server did not start:\n" + "".join(self.log) + self.proc.stderr.read())
+        # drain stderr so the server never blocks on a full pipe
+        self._drain = threading.Thread(target=self._read_log, daemon=True)
+        self._drain.start()
+
+    def _read_log(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=REQUEST_TIMEOUT_S + 10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            code = -999
+        self._drain.join(timeout=5)  # the log's last lines
+        return code
+
+
+@pytest.fixture(scope="module")
+def exe() -> Path:
+    return build_server()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("served")
+    paths = make_samples.write_samples(out)
+    compiled = {}
+    for name in MODELS:
+        compiled[name] = out / f"{name}.aot"
+        aot.compile(paths[name], compiled[name])
+    return compiled
+
+
+@pytest.fixture(scope="module")
+def server(exe, artifacts):
+    srv = Server(exe, artifacts, "--workers", "2", "--queue", "64", "--max-body-bytes", str(MAX_BODY),
+                 "--request-timeout", str(REQUEST_TIMEOUT_S), "--idle-timeout", "20")
+    yield srv
+    code = srv.stop()
+    assert code == 0, "aot_server did not exit cleanly on SIGTERM:\n" + "".join(srv.log)
+
+
+@pytest.fixture(scope="module")
+def sessions(artifacts) -> dict[str, aot.Session]:
+    return {name: aot.Session(path) for name, path in artifacts.items()}
+
+
+@pytest.fixture(scope="module")
+def httpclient():
+    return pytest.importorskip("tritonclient.http")
+
+
+# ---------------------------------------------------------------- raw HTTP
+
+
+_pending: dict[int, bytes] = {}  # bytes read past a response, by socket fileno
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response (status, lower-cased headers, body) from `sock`; bytes of the
+    next response read with it are kept for the next call (pipelining)."""
+    data = _pending.pop(sock.fileno(), b"")
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"connection closed after {data!r}")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed in the body")
+        rest += chunk
+    if rest[length:]:
+        _pending[sock.fileno()] = rest[length:]
+    return status, headers, rest[:length]
+
+
+def raw(server: Server, payload: bytes, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        return read_response(sock)
+
+
+def post(path: str, body: bytes, extra_headers: str = "") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{extra_headers}\r\n").encode() + body
+
+
+def infer_json(x: np.ndarray, name: str = "x", datatype: str = "FP32", shape=None) -> bytes:
+    return json.dumps({"inputs": [{"name": name, "datatype": datatype,
+                                   "shape": list(x.shape) if shape is None else shape,
+                                   "data": x.ravel().tolist()}]}).encode()
+
+
+def lenet_input(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((1, 1, 28, 28)).astype(np.float32)
+
+
+def mlp_input(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((1, 784)).astype(np.float32)
+
+
+def assert_good_request_served(server: Server, sessions) -> None:
+    x = lenet_input(7)
+    status, _, body = raw(server, post("/v2/models/lenet/infer", infer_json(x)))
+    assert status == 200, body
+    (out,) = json.loads(body)["outputs"]
+    want = sessions["lenet"].run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.array(out["data"], np.float32).reshape(out["shape"]), want,
+                               rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- tritonclient
+
+
+def test_health_and_metadata(server, sessions, httpclient):
+    client = httpclient.InferenceServerClient(server.url)
+    assert client.is_server_live() and client.is_server_ready()
+    meta = client.get_server_metadata()
+    assert meta["name"] == "aot_server" and "binary_tensor_data" in meta["extensions"]
+    for name, session in sessions.items():
+        assert client.is_model_ready(name)
+        m = client.get_model_metadata(name)
+        assert m["name"] == name and m["versions"] == ["1"]
+        (i,), (o,) = session.get_inputs(), session.get_outputs()
+        assert m["inputs"] == [{"name": i.name, "datatype": "FP32", "shape": list(i.shape)}]
+        assert m["outputs"] == [{"name": o.name, "datatype": "FP32", "shape": list(o.shape)}]
+        assert client.get_model_metadata(name, model_version="1")["name"] == name
+    assert not client.is_model_ready("nope")
+    with pytest.raises(httpclient.InferenceServerException, match="unknown model 'nope'"):
+        client.get_model_metadata("nope")
+
+
+def test_concurrent_clients_json_and_binary_match_session(server, sessions, httpclient):
+    """8 threads x 25 requests, models and modes mixed; every answer equals Session.run."""
+    threads, per_thread = 8, 25
+    jobs = []
+    for t in range(threads):
+        for k in range(per_thread):
+            seed = 1000 * t + k
+            model = MODELS[(t + k) % 2]
+            x = lenet_input(seed) if model == "lenet" else mlp_input(seed)
+            want = sessions[model].run(None, {"x": x})[0]
+            mode = ("binary", "json", "default")[(t * per_thread + k) % 3]
+            jobs.append((t, model, x, want, mode, f"req-{seed}"))
+
+    def run_thread(t: int) -> int:
+        client = httpclient.InferenceServerClient(server.url, connection_timeout=30, network_timeout=30)
+        done = 0
+        for _, model, x, want, mode, rid in (j for j in jobs if j[0] == t):
+            inp = httpclient.InferInput("x", list(x.shape), "FP32")
+            inp.set_data_from_numpy(x, binary_data=mode != "json")
+            if mode == "default":  # no outputs named: binary_data_output on the request
+                result = client.infer(model, [inp], request_id=rid)
+            else:
+                out = httpclient.InferRequestedOutput("y", binary_data=mode == "binary")
+                result = client.infer(model, [inp], outputs=[out], request_id=rid)
+            got = result.as_numpy("y")
+            assert result.get_response()["id"] == rid
+            assert result.get_response()["model_name"] == model
+            assert got.dtype == np.float32 and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            if mode == "json":  # 9 significant digits: a float32 survives the text exactly
+                assert "data" in result.get_output("y")
+            done += 1
+        client.close()
+        return done
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        counts = list(pool.map(run_thread, range(threads)))
+    assert sum(counts) == threads * per_thread
+    assert time.monotonic() - start < 120
+
+
+def test_nested_json_data_and_json_output(server, sessions):
+    x = mlp_input(3)
+    body = json.dumps({"id": "nested", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 784],
+                                                   "data": x.tolist()}],
+                       "outputs": [{"name": "y"}]}).encode()
+    status, headers, answer = raw(server, post("/v2/models/mlp/infer", body))
+    assert status == 200 and headers["content-type"] == "application/json"
+    reply = json.loads(answer)
+    assert reply["id"] == "nested" and reply["model_version"] == "1"
+    (out,) = reply["outputs"]
+    assert out["name"] == "y" and out["datatype"] == "FP32" and out["shape"] == [1, 10]
+    want = sessions["mlp"].run(None, {"x": x})[0]
+    assert np.array_equal(np.array(out["data"], np.float32).reshape(1, 10), want)
+
+
+def test_binary_request_raw(server, sessions):
+    """The binary tensor extension by hand: JSON header, then the raw bytes; binary answer."""
+    x = lenet_input(5)
+    header = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}).encode()
+    payload = post("/v2/models/lenet/versions/1/infer", header + x.tobytes(),
+                   f"Inference-Header-Content-Length: {len(header)}\r\n")
+    status, headers, answer = raw(server, payload)
+    assert status == 200, answer
+    n = int(headers["inference-header-content-length"])
+    reply = json.loads(answer[:n])
+    (out,) = reply["outputs"]
+    assert out["parameters"]["binary_data_size"] == 40 and len(answer) == n + 40
+    got = np.frombuffer(answer[n:], np.float32).reshape(1, 10)
+    assert np.array_equal(got, sessions["lenet"].run(None, {"x": x})[0])
+
+
+# ---------------------------------------------------------------- malformed requests
+
+X = np.zeros((1, 1, 28, 28), np.float32)
+GOOD_HEADER = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                                      "parameters": {"binary_data_size": X.nbytes}}]}).encode()
+
+BAD_REQUESTS = {
+    # name: (raw request, expected status, a phrase of the error)
+    "bad_json": (post("/v2/models/lenet/infer", b'{"inputs": [ {"name": "x",'), 400, "JSON error at byte"),
+    "not_an_object": (post("/v2/models/lenet/infer", b"[1,2]"), 400, "not an object"),
+    "wrong_shape": (post("/v2/models/lenet/infer", infer_json(np.zeros((1, 784), np.float32))), 400,
+                    "shape [1,784], but the model takes [1,1,28,28]"),
+    "wrong_datatype": (post("/v2/models/lenet/infer", infer_json(X, datatype="INT64")), 400,
+                       "datatype INT64, but the model takes FP32"),
+    "unknown_input": (post("/v2/models/lenet/infer", infer_json(X, name="image")), 400,
+                      "has no input 'image' (its inputs: x)"),
+    "too_few_elements": (post("/v2/models/lenet/infer",
+                              infer_json(np.zeros(10, np.float32), shape=[1, 1, 28, 28])), 400,
+                         "holds 10 elements, but its shape takes 784"),
+    "string_element": (post("/v2/models/lenet/infer",
+                            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1,1,28,28],"data":["a"]}]}'),
+                       400, "element 0 (a) is not a FP32 value"),
+    "missing_input": (post("/v2/models/lenet/infer", b'{"inputs":[]}'), 400, "missing input 'x'"),
+    "unknown_output": (post("/v2/models/lenet/infer",
+                            infer_json(X)[:-1] + b',"outputs":[{"name":"z"}]}'), 400, "has no output 'z'"),
+    "unknown_model": (post("/v2/models/resnet/infer", infer_json(X)), 404, "unknown model 'resnet'"),
+    "unknown_version": (post("/v2/models/lenet/versions/3/infer", infer_json(X)), 404, "no version '3'"),
+    "unknown_path": (b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no such endpoint"),
+    "get_infer": (b"GET /v2/models/lenet/infer HTTP/1.1\r\nHost: x\r\n\r\n", 405, "use POST"),
+    "post_live": (post("/v2/health/live", b"{}"), 405, "use GET"),
+    "oversized_body": (b"POST /v2/models/lenet/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{"
+                       % (MAX_BODY + 1), 413, "over this server's limit"),
+    "chunked": (b"POST /v2/models/lenet/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"2\r\n{}\r\n0\r\n\r\n", 411, "Content-Length"),
+    "no_length": (b"POST /v2/models/lenet/infer HTTP/1.1\r\nHost: x\r\n\r\n", 411, "Content-Length"),
+    "gzip": (post("/v2/models/lenet/infer", b"\x1f\x8b", "Content-Encoding: gzip\r\n"), 415, "gzip"),
+    "garbage": (b"\x00\xff\xfe garbage \x80\x81\r\n\r\n", 400, "malformed request line"),
+    "bad_version": (b"GET /v2 HTTP/2.0\r\n\r\n", 505, "HTTP/1.1"),
+    "bad_header": (b"GET /v2 HTTP/1.1\r\nno colon here\r\n\r\n", 400, "malformed header"),
+    "bad_content_length": (b"POST /v2/models/lenet/infer HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400,
+                           "Content-Length is not a number"),
+    "huge_header": (b"GET /v2 HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", 431, "exceed"),
+    "truncated_binary": (post("/v2/models/lenet/infer", GOOD_HEADER + X.tobytes()[:1000],
+                              f"Inference-Header-Content-Length: {len(GOOD_HEADER)}\r\n"), 400,
+                         "binary data truncated: 3136 bytes expected, 1000 left"),
+    "binary_header_past_body": (post("/v2/models/lenet/infer", GOOD_HEADER,
+                                     "Inference-Header-Content-Length: 99999\r\n"), 400,
+                                "more than the body's"),
+    "binary_size_mismatch": (post("/v2/models/lenet/infer",
+                                  GOOD_HEADER.replace(b"3136", b"3135") + X.tobytes()[:3135],
+                                  f"Inference-Header-Content-Length: {len(GOOD_HEADER)}\r\n"), 400,
+                             "binary_data_size 3135, but its shape and datatype take 3136 bytes"),
+    "extra_binary": (post("/v2/models/lenet/infer", GOOD_HEADER + X.tobytes() + b"xx",
+                          f"Inference-Header-Content-Length: {len(GOOD_HEADER)}\r\n"), 400,
+                     "2 bytes of binary data after the last input's"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_REQUESTS))
+def test_malformed_request_gets_a_kserve_error_and_the_server_stays_up(server, sessions, case):
+    payload, want_status, phrase = BAD_REQUESTS[case]
+    status, headers, body = raw(server, payload)
+    assert status == want_status, body
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert phrase in error, error
+    if want_status == 405:
+        assert headers["allow"] in ("GET", "POST")
+    assert_good_request_served(server, sessions)
+
+
+def test_seeded_garbage_never_takes_the_server_down(server, sessions):
+    rng = np.random.default_rng(0)
+    good = post("/v2/models/lenet/infer", GOOD_HEADER + X.tobytes(),
+                f"Inference-Header-Content-Length: {len(GOOD_HEADER)}\r\n")
+    for k in range(60):
+        if k % 2:
+            payload = bytes(rng.integers(0, 256, int(rng.integers(1, 3000)), dtype=np.uint8))
+        else:  # a valid request with bytes flipped: header and body damage
+            payload = bytearray(good)
+            for at in rng.integers(0, len(payload), int(rng.integers(1, 8))):
+                payload[at] = int(rng.integers(0, 256))
+            payload = bytes(payload)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)  # no more is coming: the server answers or closes
+            sock.settimeout(REQUEST_TIMEOUT_S + 5)
+            try:
+                while sock.recv(65536):
+                    pass
+            except ConnectionResetError:
+                pass
+    assert server.proc.poll() is None
+    assert_good_request_served(server, sessions)
+
+
+def test_keep_alive_and_pipelined_requests(server, sessions):
+    x = lenet_input(11)
+    one = post("/v2/models/lenet/infer", infer_json(x))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(one + b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" + one)
+        answers = [read_response(sock) for _ in range(3)]
+        assert [a[0] for a in answers] == [200, 200, 200]
+        assert answers[0][1]["connection"] == "keep-alive"
+        assert answers[0][2] == answers[2][2]
+        sock.sendall(b"GET /v2 HTTP/1.1\r\nConnection: close\r\n\r\n")
+        status, headers, _ = read_response(sock)
+        assert status == 200 and headers["connection"] == "close"
+        assert sock.recv(10) == b""
+
+
+def test_slow_client_does_not_block_others_and_times_out(server, sessions, httpclient):
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_TIMEOUT_S + 5)
+    try:
+        body = infer_json(lenet_input(1))
+        slow.sendall(post("/v2/models/lenet/infer", body)[: 60 + len(body) // 2])  # half, then stall
+        started = time.monotonic()
+        client = httpclient.InferenceServerClient(server.url)
+        x = lenet_input(2)
+        inp = httpclient.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        got = client.infer("lenet", [inp]).as_numpy("y")
+        assert time.monotonic() - started < REQUEST_TIMEOUT_S / 2, "the stalled client held others up"
+        np.testing.assert_allclose(got, sessions["lenet"].run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+        status, headers, err = read_response(slow)  # the stalled request times out
+        assert status == 408 and "not received within" in json.loads(err)["error"]
+        assert time.monotonic() - started < REQUEST_TIMEOUT_S + 3
+        assert slow.recv(10) == b""
+    finally:
+        slow.close()
+
+
+# ---------------------------------------------------------------- limits and shutdown
+
+
+def test_connection_limit_and_sigterm_with_idle_connection(exe, artifacts, sessions):
+    srv = Server(exe, {"lenet": artifacts["lenet"]}, "--workers", "1", "--queue", "1",
+                 "--max-connections", "1", "--idle-timeout", "30")
+    try:
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        # the one connection is taken by `idle`: the next is refused with 503 at once
+        time.sleep(0.2)
+        status, _, body = raw(srv, b"GET /v2/health/live HTTP/1.1\r\n\r\n")
+        assert status == 503 and "--max-connections" in json.loads(body)["error"]
+        idle.sendall(b"GET /v2/health/live HTTP/1.1\r\n\r\n")
+        assert read_response(idle)[0] == 200
+        started = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)  # the idle keep-alive connection must not hold it
+        assert srv.proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        assert idle.recv(10) == b""
+        idle.close()
+    finally:
+        srv.stop()
+    assert any("stopped" in line for line in srv.log)
+
+
+def test_full_queue_answers_503_never_waits_unbounded(exe, artifacts):
+    """One worker, a queue of one, 12 clients at once: each answer is 200 or a 503 JSON error."""
+    srv = Server(exe, {"mlp": artifacts["mlp"]}, "--workers", "1", "--queue", "1")
+    try:
+        body = infer_json(mlp_input(0))
+        request = post("/v2/models/mlp/infer", body)
+        barrier = threading.Barrier(12)
+
+        def one(_):
+            barrier.wait()
+            return raw(srv, request)
+
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(one, range(12)))
+        statuses = sorted(a[0] for a in answers)
+        assert set(statuses) <= {200, 503} and 200 in statuses
+        for status, _, answer in answers:
+            if status == 503:
+                assert "queue" in json.loads(answer)["error"]
+        assert srv.stop() == 0
+    finally:
+        srv.stop()
+
+
+def test_bad_command_lines_are_refused(exe, artifacts, tmp_path):
+    cases = [
+        ([], "no model"),
+        (["--model", "lenet"], "NAME=PATH"),
+        (["--model", "a b=x.aot"], "may hold only"),
+        (["--model", f"m={tmp_path / 'missing.aot'}"], "cannot open"),
+        (["--model", f"m={artifacts['lenet']}", "--workers", "0"], "bad value '0' for --workers"),
+        (["--model", f"m={artifacts['lenet']}", "--frobnicate", "1"], "unknown option"),
+    ]
+    for args, phrase in cases:
+        proc = subprocess.run([str(exe), "--port", "0", *args], capture_output=True, text=True, timeout=30)
+        assert proc.returncode != 0 and phrase in proc.stderr, (args, proc.stderr)
