@@ -23,64 +23,22 @@ import numpy as np
 import pytest
 
 import aot
+import bench_server
 import make_samples
 from aot.runtime.library import build_server
+from bench_server import ServerProcess as Server
 
 MODELS = ["lenet", "mlp"]
 MAX_BODY = 1 << 20
 REQUEST_TIMEOUT_S = 2.0
 
 
-class Server:
-    """An aot_server process on 127.0.0.1 and a free port (--port 0: it prints the port)."""
-
-    def __init__(self, exe: Path, artifacts: dict[str, Path], *extra: str):
-        args = [str(exe), "--host", "127.0.0.1", "--port", "0"]
-        for name, path in artifacts.items():
-            args += ["--model", f"{name}={path}"]
-        self.proc = subprocess.Popen(args + list(extra), stderr=subprocess.PIPE, text=True)
-        self.log: list[str] = []
-        self.port = 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            if "listening on http://" in line:
-                self.port = int(line.split("http://", 1)[1].split()[0].rsplit(":", 1)[1])
-                break
-        if not self.port:
-            self.proc.kill()
-            raise RuntimeError("aot_server did not start:\n" + "".join(self.log) + self.proc.stderr.read())
-        # drain stderr so the server never blocks on a full pipe
-        self._drain = threading.Thread(target=self._read_log, daemon=True)
-        self._drain.start()
-
-    def _read_log(self) -> None:
-        for line in self.proc.stderr:
-            self.log.append(line)
-
-    @property
-    def url(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=REQUEST_TIMEOUT_S + 10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            code = -999
-        self._drain.join(timeout=5)  # the log's last lines
-        return code
-
-
 @pytest.fixture(scope="module")
 def exe() -> Path:
-    return build_server()
+    """The server built from runtime_c/ (cached), or the one AOT_SERVER_EXE names (say a
+    sanitizer build: make -C runtime_c BUILD_DIR=build/asan SAN=-fsanitize=address,undefined server)."""
+    given = os.environ.get("AOT_SERVER_EXE")
+    return Path(given) if given else build_server()
 
 
 @pytest.fixture(scope="module")
@@ -470,3 +428,12 @@ def test_bad_command_lines_are_refused(exe, artifacts, tmp_path):
     for args, phrase in cases:
         proc = subprocess.run([str(exe), "--port", "0", *args], capture_output=True, text=True, timeout=30)
         assert proc.returncode != 0 and phrase in proc.stderr, (args, proc.stderr)
+
+
+def test_benchmark_runs(exe, capsys):
+    pytest.importorskip("tritonclient.http")
+    results = bench_server.main(["--requests", "40", "--threads", "2", "--workers", "1", "--server", str(exe)])
+    assert [r["mode"] for r in results] == ["binary", "json"]
+    assert all(r["errors"] == 0 and r["rps"] > 0 and r["p99_ms"] >= r["p50_ms"] for r in results)
+    out = capsys.readouterr().out
+    assert "rps" in out and "p99 ms" in out and "CPU:" in out
