@@ -29,10 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-import aot
-import make_samples
-from aot.runtime.library import build_server
-from side_by_side import cpu_model_name
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "models"))
+
+import make_samples  # noqa: E402
+from side_by_side import cpu_model_name  # noqa: E402
+
+import aot  # noqa: E402
+from aot.runtime.library import build_server  # noqa: E402
 
 
 class ServerProcess:
