@@ -3,10 +3,11 @@
  *
  *   aot_server --model NAME=PATH.aot [--model ...] [--host 0.0.0.0] [--port 8000]
  *              [--workers N] [--queue N] [--max-body-bytes N] [--max-connections N]
- *              [--request-timeout S] [--idle-timeout S] [--threads-per-worker N]
+ *              [--max-buffered-bytes N] [--request-timeout S] [--idle-timeout S] [--threads-per-worker N]
  *
  * Endpoints: GET /v2/health/live, GET /v2/health/ready, GET /v2 (server metadata),
  * GET /v2/models/NAME[/versions/1] (model metadata), GET /v2/models/NAME[/versions/1]/ready,
+ * GET /v2/models/NAME[/versions/1]/config (Triton's model configuration, for its tools),
  * POST /v2/models/NAME[/versions/1]/infer with JSON tensors ("data" flat or nested) or the
  * binary tensor extension (Inference-Header-Content-Length; "binary_data_size" on inputs;
  * "binary_data" on requested outputs or "binary_data_output" on the request).
@@ -18,8 +19,10 @@
  * worker threads, each with its own aot context per model; a connection hands a checked
  * request to them through a queue of --queue entries, and a request that finds it full is
  * answered 503 at once. Memory is bounded: a connection holds at most one request of
- * --max-body-bytes (413 past that, before the body is read), its parse tree (20 bytes a
- * JSON value, at most one value per 2 bytes of body), its tensors and its answer.
+ * --max-body-bytes (413 past that, before the body is read), and all of them together at
+ * most --max-buffered-bytes of bodies (503 past that, before the body is read); besides the
+ * body, a request's parse tree (20 bytes a JSON value, at most one value per 2 bytes of
+ * JSON and 2 per element of the model's inputs, plus 4096), its tensors and its answer.
  *
  * SIGTERM/SIGINT: stop accepting, let the requests being read or run finish and be answered,
  * close every connection, then exit 0.
@@ -65,7 +68,7 @@ typedef struct {
   const char* host;
   int port;
   uint32_t workers, queue, max_connections, threads_per_worker;
-  uint64_t max_body;
+  uint64_t max_body, max_buffered;
   double request_timeout, idle_timeout;
   uint32_t n_models;
   char model_names[MAX_MODELS][MAX_NAME];
@@ -78,6 +81,7 @@ typedef struct {
   uint32_t n_in, n_out;
   aot_tensor_info_t* in;
   aot_tensor_info_t* out;
+  uint64_t in_elements; /* of all inputs: bounds a valid request's JSON values */
 } served_model_t;
 
 typedef struct job {
@@ -107,6 +111,7 @@ typedef struct server {
   pthread_mutex_t conn_mu;
   pthread_cond_t conn_cv;
   uint32_t active_conns;
+  uint64_t buffered; /* request body bytes held by connections, at most cfg.max_buffered */
   atomic_int shutting_down;
   int stop_read_fd; /* readable once shutdown begins: every poll sees it */
   int listen_fd;
@@ -506,6 +511,31 @@ static void json_tensor_infos(aot_sb_t* b, const aot_tensor_info_t* t, uint32_t 
   aot_sb_str(b, "]");
 }
 
+/* Triton's model configuration (GET .../config), which tools such as perf_analyzer read. */
+static void config_tensors(aot_sb_t* b, const aot_tensor_info_t* t, uint32_t n) {
+  aot_sb_str(b, "[");
+  for (uint32_t i = 0; i < n; i++) {
+    aot_sb_str(b, i ? ",{\"name\":" : "{\"name\":");
+    aot_sb_json_string(b, t[i].name, strlen(t[i].name));
+    aot_sb_printf(b, ",\"data_type\":\"TYPE_%s\",\"dims\":", kserve_dtype(t[i].dtype));
+    json_shape(b, t[i].rank, t[i].shape);
+    aot_sb_str(b, "}");
+  }
+  aot_sb_str(b, "]");
+}
+
+static void model_config(const served_model_t* m, response_t* r) {
+  aot_sb_t* b = &r->body;
+  aot_sb_str(b, "{\"name\":");
+  aot_sb_json_string(b, m->name, strlen(m->name));
+  aot_sb_str(b, ",\"platform\":\"aot\",\"backend\":\"aot\",\"max_batch_size\":0,\"input\":");
+  config_tensors(b, m->in, m->n_in);
+  aot_sb_str(b, ",\"output\":");
+  config_tensors(b, m->out, m->n_out);
+  aot_sb_str(b, "}");
+  r->status = 200;
+}
+
 static void model_metadata(const served_model_t* m, response_t* r) {
   aot_sb_t* b = &r->body;
   aot_sb_str(b, "{\"name\":");
@@ -712,7 +742,11 @@ static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body
   }
   aot_sj_doc_t d;
   char err[256];
-  if (aot_sj_parse(body, json_len, (uint32_t)(json_len / 2 + 2), &d, err, sizeof(err))) {
+  /* a value costs at least 2 bytes of text; a valid request needs about one per element
+   * (nested arrays add fewer than that) and a few dozen for its fields */
+  uint64_t max_nodes = json_len / 2 + 2, useful = 2 * m->in_elements + 4096;
+  if (max_nodes > useful) max_nodes = useful;
+  if (aot_sj_parse(body, json_len, (uint32_t)max_nodes, &d, err, sizeof(err))) {
     set_error(r, 400, "invalid inference request: %s", err);
     return;
   }
@@ -1085,7 +1119,7 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
     }
     rest = vs ? vs : "";
   }
-  if (rest[0] == '\0' || strcmp(rest, "/ready") == 0) {
+  if (rest[0] == '\0' || strcmp(rest, "/ready") == 0 || strcmp(rest, "/config") == 0) {
     if (!get) {
       set_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
       r->allow = "GET";
@@ -1093,6 +1127,8 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
     }
     if (rest[0] == '\0') {
       model_metadata(&s->models[mi], r);
+    } else if (strcmp(rest, "/config") == 0) {
+      model_config(&s->models[mi], r);
     } else {
       aot_sb_str(&r->body, "{\"name\":");
       aot_sb_json_string(&r->body, s->models[mi].name, strlen(s->models[mi].name));
@@ -1145,6 +1181,13 @@ static int read_more(conn_t* c, size_t want, double deadline, int idle) {
   }
 }
 
+static void release(server_t* s, uint64_t bytes) {
+  if (!bytes) return;
+  pthread_mutex_lock(&s->conn_mu);
+  s->buffered -= bytes;
+  pthread_mutex_unlock(&s->conn_mu);
+}
+
 static void* conn_main(void* arg) {
   conn_t* c = arg;
   server_t* s = c->srv;
@@ -1155,6 +1198,7 @@ static void* conn_main(void* arg) {
     memset(&r, 0, sizeof(r));
     aot_sb_init(&r.body, 0);
     int keep = 0;
+    uint64_t reserved = 0; /* of s->buffered, for this request's body */
     /* the head: wait --idle-timeout for its first byte, then --request-timeout in all */
     double start = now_s();
     double deadline = start + (c->len ? s->cfg.request_timeout : s->cfg.idle_timeout);
@@ -1216,6 +1260,18 @@ static void* conn_main(void* arg) {
       static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
       if (send_all(c, cont, sizeof(cont) - 1, deadline)) goto close;
     }
+    pthread_mutex_lock(&s->conn_mu);
+    int over = q.content_length > s->cfg.max_buffered - s->buffered;
+    if (!over) s->buffered += q.content_length;
+    pthread_mutex_unlock(&s->conn_mu);
+    if (over) {
+      set_error(&r, 503,
+                "server busy: request bodies of all connections would pass %llu bytes "
+                "(--max-buffered-bytes); retry later",
+                (unsigned long long)s->cfg.max_buffered);
+      goto answer_close;
+    }
+    reserved = q.content_length;
     size_t total = q.header_bytes + (size_t)q.content_length;
     while (c->len < total) {
       int got = read_more(c, total, deadline, 0);
@@ -1241,11 +1297,13 @@ static void* conn_main(void* arg) {
         c->cap = 4096;
       }
     }
+    release(s, reserved);
     if (!keep) goto close;
     continue;
   answer_close:
     send_response(c, &r, 0);
   close:
+    release(s, reserved);
     aot_sb_free(&r.body);
     break;
   }
@@ -1266,6 +1324,7 @@ static void usage(FILE* f) {
   fprintf(f,
           "usage: aot_server --model NAME=PATH.aot [--model ...] [--host ADDR] [--port P]\n"
           "                  [--workers N] [--queue N] [--max-body-bytes N] [--max-connections N]\n"
+          "                  [--max-buffered-bytes N]\n"
           "                  [--request-timeout S] [--idle-timeout S] [--threads-per-worker N]\n"
           "Serves the models over HTTP/1.1 with the KServe v2 (Open Inference) protocol.\n"
           "  --host              address to listen on (default 0.0.0.0)\n"
@@ -1274,6 +1333,8 @@ static void usage(FILE* f) {
           "  --queue             requests that may wait for a worker; past that 503 (default 64)\n"
           "  --max-body-bytes    largest request body; past that 413 (default 67108864)\n"
           "  --max-connections   open connections; past that 503 and close (default 256)\n"
+          "  --max-buffered-bytes  request body bytes all connections may hold at once; past\n"
+          "                      that 503 before the body is read (default 1073741824)\n"
           "  --request-timeout   seconds from a request's first byte to its last (default 30)\n"
           "  --idle-timeout      seconds a keep-alive connection may wait idle (default 60)\n"
           "  --threads-per-worker  threads of each worker's aot context (default 1)\n");
@@ -1307,6 +1368,7 @@ static int parse_args(int argc, char** argv, config_t* cfg) {
   cfg->max_connections = 256;
   cfg->threads_per_worker = 1;
   cfg->max_body = 64ull << 20;
+  cfg->max_buffered = 1ull << 30;
   cfg->request_timeout = 30;
   cfg->idle_timeout = 60;
   for (int a = 1; a < argc; a++) {
@@ -1371,6 +1433,9 @@ static int parse_args(int argc, char** argv, config_t* cfg) {
     } else if (strcmp(opt, "--max-body-bytes") == 0) {
       if (parse_u64(val, 1, (uint64_t)UINT32_MAX - 1, &u)) goto bad;
       cfg->max_body = u;
+    } else if (strcmp(opt, "--max-buffered-bytes") == 0) {
+      if (parse_u64(val, 1, UINT64_MAX / 2, &u)) goto bad;
+      cfg->max_buffered = u;
     } else if (strcmp(opt, "--request-timeout") == 0) {
       if (parse_seconds(val, &cfg->request_timeout)) goto bad;
     } else if (strcmp(opt, "--idle-timeout") == 0) {
@@ -1414,8 +1479,11 @@ static int load_models(server_t* s) {
     m->in = calloc(m->n_in ? m->n_in : 1, sizeof(*m->in));
     m->out = calloc(m->n_out ? m->n_out : 1, sizeof(*m->out));
     if (!m->in || !m->out) return -1;
-    for (uint32_t k = 0; k < m->n_in; k++)
+    for (uint32_t k = 0; k < m->n_in; k++) {
       if (aot_model_input_info(m->model, k, &m->in[k], &err) != AOT_OK) goto info_failed;
+      uint32_t size = aot_dtype_size(m->in[k].dtype);
+      m->in_elements += m->in[k].byte_size / (size ? size : 1);
+    }
     for (uint32_t k = 0; k < m->n_out; k++)
       if (aot_model_output_info(m->model, k, &m->out[k], &err) != AOT_OK) goto info_failed;
     continue;

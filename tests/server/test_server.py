@@ -416,6 +416,31 @@ def test_full_queue_answers_503_never_waits_unbounded(exe, artifacts):
         srv.stop()
 
 
+def test_model_config_for_triton_tools(server, httpclient):
+    config = httpclient.InferenceServerClient(server.url).get_model_config("lenet")
+    assert config["max_batch_size"] == 0
+    assert config["input"] == [{"name": "x", "data_type": "TYPE_FP32", "dims": [1, 1, 28, 28]}]
+    assert config["output"] == [{"name": "y", "data_type": "TYPE_FP32", "dims": [1, 10]}]
+
+
+def test_bodies_held_at_once_are_bounded(exe, artifacts):
+    """--max-buffered-bytes: a stalled client holding 2000 body bytes leaves 1000 of 3000
+    for the rest, so a 2000-byte body gets 503 before it is read; a small one still runs."""
+    srv = Server(exe, {"lenet": artifacts["lenet"]}, "--max-buffered-bytes", "3000")
+    try:
+        stalled = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        stalled.sendall(b"POST /v2/models/lenet/infer HTTP/1.1\r\nContent-Length: 2000\r\n\r\n{")
+        time.sleep(0.3)
+        status, _, body = raw(srv, b"POST /v2/models/lenet/infer HTTP/1.1\r\nContent-Length: 2000\r\n\r\n")
+        assert status == 503 and "--max-buffered-bytes" in json.loads(body)["error"]
+        status, _, body = raw(srv, post("/v2/models/lenet/infer", b"{}"))
+        assert status == 400 and "\"inputs\" must be an array" in json.loads(body)["error"]
+        stalled.close()
+        assert srv.stop() == 0
+    finally:
+        srv.stop()
+
+
 def test_bad_command_lines_are_refused(exe, artifacts, tmp_path):
     cases = [
         ([], "no model"),
