@@ -570,10 +570,12 @@ static int fill_elements(const aot_sj_doc_t* d, uint32_t node, aot_dtype_t dt, u
   double dv = 0;
   int ok;
   switch (dt) {
-    case AOT_DTYPE_FLOAT32:
-      ok = aot_sj_double(d, node, &dv) == 0;
-      if (ok) ((float*)dst)[i] = (float)dv;
+    case AOT_DTYPE_FLOAT32: {
+      float fv;
+      ok = aot_sj_float(d, node, &fv) == 0;
+      if (ok) ((float*)dst)[i] = fv;
       break;
+    }
     case AOT_DTYPE_FLOAT64:
       ok = aot_sj_double(d, node, &dv) == 0;
       if (ok) ((double*)dst)[i] = dv;

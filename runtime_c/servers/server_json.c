@@ -387,7 +387,9 @@ int aot_sj_int64(const aot_sj_doc_t* doc, uint32_t node, int64_t* out) {
   return 0;
 }
 
-int aot_sj_double(const aot_sj_doc_t* doc, uint32_t node, double* out) {
+/* The number token as a double, or (as_float) a float: strtof rounds once, where a double
+ * cast to float could round twice and miss the nearest float by one ulp. */
+static int number(const aot_sj_doc_t* doc, uint32_t node, int as_float, double* out) {
   if (node >= doc->count || doc->nodes[node].kind != AOT_SJ_NUMBER) return -1;
   const char* s = doc->text + doc->nodes[node].start;
   size_t n = doc->nodes[node].len;
@@ -410,13 +412,25 @@ int aot_sj_double(const aot_sj_doc_t* doc, uint32_t node, double* out) {
     if (!big) return -1;
     memcpy(big, s, n);
     big[n] = '\0';
-    *out = strtod(big, NULL);
+    *out = as_float ? strtof(big, NULL) : strtod(big, NULL);
     free(big);
     return 0;
   }
   memcpy(buf, s, n);
   buf[n] = '\0';
-  *out = strtod(buf, NULL); /* the grammar was checked: strtod reads all of it */
+  /* the grammar was checked: strtod reads all of it */
+  *out = as_float ? strtof(buf, NULL) : strtod(buf, NULL);
+  return 0;
+}
+
+int aot_sj_double(const aot_sj_doc_t* doc, uint32_t node, double* out) {
+  return number(doc, node, 0, out);
+}
+
+int aot_sj_float(const aot_sj_doc_t* doc, uint32_t node, float* out) {
+  double v;
+  if (number(doc, node, 1, &v)) return -1;
+  *out = (float)v; /* exact: v came from strtof */
   return 0;
 }
 

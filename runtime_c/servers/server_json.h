@@ -63,6 +63,8 @@ int aot_sj_uint64(const aot_sj_doc_t* doc, uint32_t node, uint64_t* out);
 /* A number node's value as a double (strtod in the C locale, which the server never
  * changes; NaN and the infinities as their tokens): 0 on success, -1 when not a number. */
 int aot_sj_double(const aot_sj_doc_t* doc, uint32_t node, double* out);
+/* The same as the nearest float (strtof: one rounding, not double's then float's). */
+int aot_sj_float(const aot_sj_doc_t* doc, uint32_t node, float* out);
 
 /* A growable byte buffer; `failed` is set once an allocation fails (then appends do
  * nothing) or the buffer would pass `limit` (0: no limit). */

@@ -40,6 +40,8 @@ static void test_values(void) {
   uint32_t e = d.nodes[row0].first;
   double v;
   CHECK(aot_sj_double(&d, e, &v) == 0 && v == 1.5, "1.5");
+  float fv;
+  CHECK(aot_sj_float(&d, e, &fv) == 0 && fv == 1.5f, "1.5 as a float");
   int64_t iv;
   CHECK(aot_sj_int64(&d, e, &iv) == -1, "1.5 is no integer");
   e = d.nodes[e].next;
@@ -55,6 +57,23 @@ static void test_values(void) {
   uint64_t uv;
   CHECK(aot_sj_uint64(&d, e, &uv) == 0 && uv == UINT64_MAX, "uint64 max");
   CHECK(aot_sj_int64(&d, e, &iv) == -1, "past int64 is refused");
+  aot_sj_free(&d);
+}
+
+static void test_float_rounds_once(void) {
+  /* 1 + 2^-24 + 2^-60: as a double it rounds to 1 + 2^-24, a tie that a float cast breaks
+   * to even (1.0f); the nearest float is 1 + 2^-23 */
+  const char* text = "[1.00000005960464477550,1e39,-1e-50]";
+  aot_sj_doc_t d;
+  char err[200];
+  CHECK(aot_sj_parse(text, strlen(text), 100, &d, err, sizeof(err)) == 0, "%s", err);
+  uint32_t e = d.nodes[0].first;
+  float f;
+  CHECK(aot_sj_float(&d, e, &f) == 0 && f == 1.00000011920928955078f, "got %.9g", f);
+  e = d.nodes[e].next;
+  CHECK(aot_sj_float(&d, e, &f) == 0 && isinf(f), "1e39 overflows a float");
+  e = d.nodes[e].next;
+  CHECK(aot_sj_float(&d, e, &f) == 0 && f == 0.0f && signbit(f), "-1e-50 is -0");
   aot_sj_free(&d);
 }
 
@@ -136,6 +155,7 @@ static void test_writer(void) {
 
 int main(void) {
   test_values();
+  test_float_rounds_once();
   test_malformed();
   test_garbage();
   test_writer();
