@@ -1300,6 +1300,7 @@ static void* conn_main(void* arg) {
       }
     }
     release(s, reserved);
+    reserved = 0;
     if (!keep) goto close;
     continue;
   answer_close:
@@ -1309,7 +1310,17 @@ static void* conn_main(void* arg) {
     aot_sb_free(&r.body);
     break;
   }
+  /* a lingering close: read what the client still sends (a refused body) for a moment, so
+   * that closing with unread bytes does not reset the connection before it reads the answer */
   shutdown(c->fd, SHUT_WR);
+  double linger_end = now_s() + 0.5;
+  for (size_t drained = 0; drained < (1u << 20);) {
+    if (wait_fd(c, POLLIN, linger_end, 0) != 1) break;
+    char sink[4096];
+    ssize_t k = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    if (k > 0) drained += (size_t)k;
+  }
   close(c->fd);
   free(c->buf);
   free(c);

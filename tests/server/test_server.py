@@ -306,6 +306,22 @@ def test_malformed_request_gets_a_kserve_error_and_the_server_stays_up(server, s
     assert_good_request_served(server, sessions)
 
 
+def test_oversized_body_sent_whole_still_reads_413(server, sessions):
+    """The client sends all of a body past --max-body-bytes; the server answers 413 without
+    reading it and closes gently, so the client reads the answer instead of a reset."""
+    body = b"[" + b"0," * (MAX_BODY // 2) + b"0]"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(post("/v2/models/lenet/infer", body)[:200])
+        status, headers, answer = read_response(sock)
+        try:
+            sock.sendall(body[200 - 100:])  # the rest arrives after the answer
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    assert status == 413 and headers["connection"] == "close"
+    assert "over this server's limit" in json.loads(answer)["error"]
+    assert_good_request_served(server, sessions)
+
+
 def test_seeded_garbage_never_takes_the_server_down(server, sessions):
     rng = np.random.default_rng(0)
     good = post("/v2/models/lenet/infer", GOOD_HEADER + X.tobytes(),
@@ -428,6 +444,11 @@ def test_bodies_held_at_once_are_bounded(exe, artifacts):
     for the rest, so a 2000-byte body gets 503 before it is read; a small one still runs."""
     srv = Server(exe, {"lenet": artifacts["lenet"]}, "--max-buffered-bytes", "3000")
     try:
+        for _ in range(3):  # bodies given back once answered, on closed and kept connections
+            status, _, _ = raw(srv, post("/v2/models/lenet/infer", b"{}" + b" " * 900, "Connection: close\r\n"))
+            assert status == 400
+            status, _, _ = raw(srv, post("/v2/models/lenet/infer", b"{}" + b" " * 900))
+            assert status == 400
         stalled = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
         stalled.sendall(b"POST /v2/models/lenet/infer HTTP/1.1\r\nContent-Length: 2000\r\n\r\n{")
         time.sleep(0.3)
