@@ -776,11 +776,6 @@ static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body
     has_id = 1;
   }
   if (bool_param(&d, root, "binary_data_output", &binary_output, "request", r)) goto done;
-  if (aot_sj_get(&d, root, "parameters") != AOT_SJ_NONE &&
-      aot_sj_get(&d, aot_sj_get(&d, root, "parameters"), "classification") != AOT_SJ_NONE) {
-    set_error(r, 400, "the classification extension is not supported");
-    goto done;
-  }
   inputs = aot_sj_get(&d, root, "inputs");
   if (inputs == AOT_SJ_NONE || d.nodes[inputs].kind != AOT_SJ_ARRAY) {
     set_error(r, 400, "invalid inference request: \"inputs\" must be an array");
@@ -1075,7 +1070,7 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
       r->allow = "GET";
       return;
     }
-    if (strcmp(path, "/v2") == 0) {
+    if (strcmp(path, "/v2") == 0) { /* "version": the runtime's ABI version, what a client can rely on */
       aot_sb_printf(&r->body,
                     "{\"name\":\"aot_server\",\"version\":\"%u\",\"extensions\":[\"binary_tensor_data\"]}",
                     aot_abi_version());
