@@ -984,10 +984,7 @@ static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body
     goto done;
   }
   cv_ready = 1;
-  if (atomic_load(&s->shutting_down)) {
-    set_error(r, 503, "the server is shutting down");
-    goto done;
-  }
+  /* during shutdown too: the workers run until every connection has been answered */
   if (run_job(s, &job)) {
     set_error(r, 503, "server busy: all %u queue entries are taken; retry later", s->cfg.queue);
     goto done;

@@ -408,6 +408,32 @@ def test_connection_limit_and_sigterm_with_idle_connection(exe, artifacts, sessi
     assert any("stopped" in line for line in srv.log)
 
 
+def test_sigint_lets_a_request_in_flight_finish(exe, artifacts, sessions):
+    """A request half-sent when SIGINT comes is still read, run and answered (Connection:
+    close), then the server exits 0; new connections are no longer accepted."""
+    srv = Server(exe, {"lenet": artifacts["lenet"]}, "--request-timeout", "10")
+    try:
+        x = lenet_input(4)
+        request = post("/v2/models/lenet/infer", infer_json(x))
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        sock.sendall(request[: len(request) // 2])
+        time.sleep(0.2)
+        srv.proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        with pytest.raises(OSError):  # the listening socket is closed
+            socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
+        sock.sendall(request[len(request) // 2:])
+        status, headers, body = read_response(sock)
+        assert status == 200 and headers["connection"] == "close"
+        (out,) = json.loads(body)["outputs"]
+        want = sessions["lenet"].run(None, {"x": x})[0]
+        np.testing.assert_allclose(np.array(out["data"], np.float32).reshape(1, 10), want, rtol=1e-5, atol=1e-6)
+        sock.close()
+        assert srv.proc.wait(timeout=10) == 0
+    finally:
+        srv.stop()
+
+
 def test_full_queue_answers_503_never_waits_unbounded(exe, artifacts):
     """One worker, a queue of one, 12 clients at once: each answer is 200 or a 503 JSON error."""
     srv = Server(exe, {"mlp": artifacts["mlp"]}, "--workers", "1", "--queue", "1")
