@@ -1222,7 +1222,7 @@ static void* conn_main(void* arg) {
         set_error(&r, 431, "request line and headers exceed %d bytes", MAX_HEADER_BYTES);
         goto answer_close;
       }
-      int got = read_more(c, MAX_HEADER_BYTES, deadline, !started || atomic_load(&s->shutting_down));
+      int got = read_more(c, MAX_HEADER_BYTES, deadline, !started);
       if (got == 0 && started) {
         set_error(&r, 408, "request headers not received within %.1f s; closing the connection",
                   s->cfg.request_timeout);
