@@ -482,10 +482,15 @@ static int send_response(conn_t* c, response_t* r, int keep_alive) {
   aot_sb_printf(&head, "Content-Length: %zu\r\n", r->body.len);
   aot_sb_str(&head, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
   int rc = -1;
+  size_t body_len = r->body.len;
+  if (body_len <= 65536) { /* one send, one segment for a small answer */
+    aot_sb_append(&head, r->body.data, body_len);
+    body_len = 0;
+  }
   if (!head.failed) {
     double deadline = now_s() + c->srv->cfg.request_timeout;
     rc = send_all(c, head.data, head.len, deadline);
-    if (rc == 0 && r->body.len) rc = send_all(c, r->body.data, r->body.len, deadline);
+    if (rc == 0 && body_len) rc = send_all(c, r->body.data, body_len, deadline);
   }
   aot_sb_free(&head);
   return rc;
@@ -1279,6 +1284,8 @@ static void* conn_main(void* arg) {
       if (got != 1) goto close;
     }
     route(s, &q, c->buf + q.header_bytes, (size_t)q.content_length, &r);
+    release(s, reserved); /* before the answer: a client that has it may send the next at once */
+    reserved = 0;
     keep = q.keep_alive && !atomic_load(&s->shutting_down);
     if (send_response(c, &r, keep)) keep = 0;
     aot_sb_free(&r.body);
@@ -1291,8 +1298,6 @@ static void* conn_main(void* arg) {
         c->cap = 4096;
       }
     }
-    release(s, reserved);
-    reserved = 0;
     if (!keep) goto close;
     continue;
   answer_close:
