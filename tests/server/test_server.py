@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import aot
 import bench_server
@@ -28,7 +30,7 @@ import make_samples
 from aot.runtime.library import build_server
 from bench_server import ServerProcess as Server
 
-MODELS = ["lenet", "mlp"]
+MODELS = ["lenet", "mlp"]  # the samples; "mixed" (below) has INT64, FP32 and BOOL tensors
 MAX_BODY = 1 << 20
 REQUEST_TIMEOUT_S = 2.0
 
@@ -41,12 +43,32 @@ def exe() -> Path:
     return Path(given) if given else build_server()
 
 
+def mixed_model() -> onnx.ModelProto:
+    """Two inputs and three outputs of three datatypes: sum = float(ids) + x, twice = 2 * ids
+    (INT64), positive = x > 0 (BOOL)."""
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["ids"], ["ids_f"], to=f32),
+         helper.make_node("Add", ["ids_f", "x"], ["sum"]),
+         helper.make_node("Mul", ["ids", "two"], ["twice"]),
+         helper.make_node("Greater", ["x", "zero"], ["positive"])],
+        "mixed",
+        [helper.make_tensor_value_info("ids", i64, [2, 3]), helper.make_tensor_value_info("x", f32, [2, 3])],
+        [helper.make_tensor_value_info("sum", f32, [2, 3]), helper.make_tensor_value_info("twice", i64, [2, 3]),
+         helper.make_tensor_value_info("positive", TensorProto.BOOL, [2, 3])],
+        [numpy_helper.from_array(np.array(2, np.int64), "two"),
+         numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("served")
     paths = make_samples.write_samples(out)
+    paths["mixed"] = out / "mixed.onnx"
+    onnx.save(mixed_model(), paths["mixed"])
     compiled = {}
-    for name in MODELS:
+    for name in MODELS + ["mixed"]:
         compiled[name] = out / f"{name}.aot"
         aot.compile(paths[name], compiled[name])
     return compiled
@@ -147,7 +169,8 @@ def test_health_and_metadata(server, sessions, httpclient):
     assert client.is_server_live() and client.is_server_ready()
     meta = client.get_server_metadata()
     assert meta["name"] == "aot_server" and "binary_tensor_data" in meta["extensions"]
-    for name, session in sessions.items():
+    for name in MODELS:
+        session = sessions[name]
         assert client.is_model_ready(name)
         m = client.get_model_metadata(name)
         assert m["name"] == name and m["versions"] == ["1"]
@@ -200,6 +223,64 @@ def test_concurrent_clients_json_and_binary_match_session(server, sessions, http
         counts = list(pool.map(run_thread, range(threads)))
     assert sum(counts) == threads * per_thread
     assert time.monotonic() - start < 120
+
+
+MIXED_IDS = np.array([[1, -2, 3], [2**40, 0, -(2**62)]], np.int64)
+MIXED_X = np.array([[0.5, -1.0, 2.25], [0.0, 3.0, -4.0]], np.float32)
+
+
+def test_mixed_datatypes_with_tritonclient(server, sessions, httpclient):
+    """INT64 and FP32 inputs; FP32, INT64 and BOOL outputs, requested out of order and in
+    both modes at once."""
+    client = httpclient.InferenceServerClient(server.url)
+    meta = client.get_model_metadata("mixed")
+    assert [(t["name"], t["datatype"]) for t in meta["inputs"]] == [("ids", "INT64"), ("x", "FP32")]
+    assert [(t["name"], t["datatype"]) for t in meta["outputs"]] == [
+        ("sum", "FP32"), ("twice", "INT64"), ("positive", "BOOL")]
+    want = dict(zip(["sum", "twice", "positive"], sessions["mixed"].run(None, {"ids": MIXED_IDS, "x": MIXED_X})))
+    for binary_in in (True, False):
+        ids = httpclient.InferInput("ids", [2, 3], "INT64")
+        ids.set_data_from_numpy(MIXED_IDS, binary_data=binary_in)
+        x = httpclient.InferInput("x", [2, 3], "FP32")
+        x.set_data_from_numpy(MIXED_X, binary_data=not binary_in)
+        outputs = [httpclient.InferRequestedOutput("positive", binary_data=True),
+                   httpclient.InferRequestedOutput("sum", binary_data=False),
+                   httpclient.InferRequestedOutput("twice", binary_data=binary_in)]
+        result = client.infer("mixed", [x, ids], outputs=outputs)  # inputs out of order too
+        assert [o["name"] for o in result.get_response()["outputs"]] == ["positive", "sum", "twice"]
+        for name, value in want.items():
+            got = result.as_numpy(name)
+            assert got.dtype == value.dtype and np.array_equal(got, value), name
+    # only one output asked for: only it comes back
+    only = client.infer("mixed", [ids, x], outputs=[httpclient.InferRequestedOutput("twice")])
+    assert [o["name"] for o in only.get_response()["outputs"]] == ["twice"]
+
+
+def test_mixed_datatypes_as_json(server, sessions):
+    body = json.dumps({"inputs": [
+        {"name": "ids", "datatype": "INT64", "shape": [2, 3], "data": MIXED_IDS.tolist()},
+        {"name": "x", "datatype": "FP32", "shape": [2, 3], "data": MIXED_X.ravel().tolist()}]}).encode()
+    status, _, answer = raw(server, post("/v2/models/mixed/infer", body))
+    assert status == 200, answer
+    outs = {o["name"]: o for o in json.loads(answer)["outputs"]}
+    assert outs["twice"]["data"] == (2 * MIXED_IDS).ravel().tolist()  # exact integers past 2**53
+    assert outs["positive"]["data"] == (MIXED_X > 0).ravel().tolist()  # true/false
+    assert outs["positive"]["datatype"] == "BOOL" and outs["twice"]["datatype"] == "INT64"
+
+
+@pytest.mark.parametrize("ids, phrase", [
+    ("[1.5,0,0,0,0,0]", "element 0 (1.5) is not a INT64 value (an integer in range)"),
+    ("[0,9223372036854775808,0,0,0,0]", "element 1 (9223372036854775808) is not a INT64 value"),
+    ("[0,0,true,0,0,0]", "element 2 (true) is not a INT64 value"),
+    ("[0,0,0,null,0,0]", "element 3 is null, not a INT64 value"),
+    ("[[0,0,0],[0,0,0],[0]]", "holds more than the 6 elements of its shape"),
+    ("[0,0,0,0,0,{}]", "element 5 is an object, not a INT64 value"),
+])
+def test_integer_data_is_checked(server, ids, phrase):
+    body = ('{"inputs":[{"name":"ids","datatype":"INT64","shape":[2,3],"data":%s},'
+            '{"name":"x","datatype":"FP32","shape":[2,3],"data":[0,0,0,0,0,0]}]}' % ids).encode()
+    status, _, answer = raw(server, post("/v2/models/mixed/infer", body))
+    assert status == 400 and phrase in json.loads(answer)["error"], answer
 
 
 def test_nested_json_data_and_json_output(server, sessions):
