@@ -27,6 +27,10 @@
  * SIGTERM/SIGINT: stop accepting, let the requests being read or run finish and be answered,
  * close every connection, then exit 0.
  *
+ * This file holds the threads, sockets and routing; http.c parses a request's head and
+ * writes an answer's, kserve.c turns a request body into tensors and outputs into an answer,
+ * server_json.c is their JSON.
+ *
  * Errors are KServe JSON {"error": "..."}: 400 (bad HTTP or JSON, a wrong input name, shape
  * or datatype, truncated binary data), 404 (unknown model, version or path), 405, 408 (a
  * request not received in time), 411 (chunked bodies: send Content-Length), 413, 415
@@ -36,14 +40,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,13 +56,13 @@
 #include <unistd.h>
 
 #include "aot_runtime.h"
+#include "http.h"
+#include "kserve.h"
 #include "server_json.h"
 
 #define MAX_MODELS 64
 #define MAX_NAME 128
 #define MAX_HEADER_BYTES (16 * 1024)
-#define MAX_HEADERS 100
-#define MAX_TENSORS 1024
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -75,15 +77,6 @@ typedef struct {
   const char* model_paths[MAX_MODELS];
 } config_t;
 
-typedef struct {
-  const char* name;
-  aot_model_t* model;
-  uint32_t n_in, n_out;
-  aot_tensor_info_t* in;
-  aot_tensor_info_t* out;
-  uint64_t in_elements; /* of all inputs: bounds a valid request's JSON values */
-} served_model_t;
-
 typedef struct job {
   uint32_t model;
   aot_tensor_t* inputs;
@@ -96,7 +89,7 @@ typedef struct job {
 
 typedef struct server {
   config_t cfg;
-  served_model_t models[MAX_MODELS];
+  aot_served_model_t models[MAX_MODELS];
   uint32_t n_models;
   aot_context_t** contexts; /* [worker * n_models + model] */
   pthread_t* worker_threads;
@@ -136,53 +129,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---------------------------------------------------------------- dtypes */
-
-static const char* kserve_dtype(aot_dtype_t d) {
-  switch (d) {
-    case AOT_DTYPE_FLOAT32: return "FP32";
-    case AOT_DTYPE_FLOAT64: return "FP64";
-    case AOT_DTYPE_FLOAT16: return "FP16";
-    case AOT_DTYPE_BFLOAT16: return "BF16";
-    case AOT_DTYPE_INT8: return "INT8";
-    case AOT_DTYPE_INT16: return "INT16";
-    case AOT_DTYPE_INT32: return "INT32";
-    case AOT_DTYPE_INT64: return "INT64";
-    case AOT_DTYPE_UINT8: return "UINT8";
-    case AOT_DTYPE_UINT16: return "UINT16";
-    case AOT_DTYPE_UINT32: return "UINT32";
-    case AOT_DTYPE_UINT64: return "UINT64";
-    case AOT_DTYPE_BOOL: return "BOOL";
-    /* no KServe names: these travel as binary data only */
-    case AOT_DTYPE_FLOAT8E4M3FN: return "FP8E4M3FN";
-    case AOT_DTYPE_FLOAT8E4M3FNUZ: return "FP8E4M3FNUZ";
-    case AOT_DTYPE_FLOAT8E5M2: return "FP8E5M2";
-    case AOT_DTYPE_FLOAT8E5M2FNUZ: return "FP8E5M2FNUZ";
-    default: return "INVALID";
-  }
-}
-
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else { /* subnormal: normalise */
-    exp = 113;
-    while (!(mant & 0x400)) {
-      mant <<= 1;
-      exp--;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
 /* ---------------------------------------------------------------- worker pool */
 
 static void* worker_main(void* arg) {
@@ -202,7 +148,7 @@ static void* worker_main(void* arg) {
     s->count--;
     pthread_mutex_unlock(&s->mu);
 
-    const served_model_t* m = &s->models[job->model];
+    const aot_served_model_t* m = &s->models[job->model];
     aot_context_t* ctx = s->contexts[(size_t)w * s->n_models + job->model];
     aot_status_t st = aot_run(ctx, job->inputs, m->n_in, job->outputs, m->n_out, &job->err);
 
@@ -227,196 +173,6 @@ static int run_job(server_t* s, job_t* job) {
   pthread_cond_signal(&s->not_empty);
   while (!job->done) pthread_cond_wait(&job->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
-  return 0;
-}
-
-/* ---------------------------------------------------------------- HTTP */
-
-typedef struct {
-  char method[16];
-  char path[2048];
-  int http_minor; /* 0 or 1 */
-  int keep_alive;
-  int has_content_length;
-  uint64_t content_length;
-  int chunked;
-  int expect_continue;
-  int has_infer_header_len;
-  uint64_t infer_header_len;
-  char content_encoding[64];
-  size_t header_bytes; /* through the blank line */
-} request_t;
-
-typedef struct {
-  int status;
-  int close;
-  aot_sb_t body;
-  int binary;              /* body is JSON + binary data */
-  size_t json_len;         /* Inference-Header-Content-Length when binary */
-  const char* allow;       /* the Allow header of a 405 */
-} response_t;
-
-static const char* reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-  }
-}
-
-static void set_error(response_t* r, int status, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_error(response_t* r, int status, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  r->status = status;
-  r->binary = 0;
-  aot_sb_free(&r->body);
-  aot_sb_init(&r->body, 0);
-  aot_sb_str(&r->body, "{\"error\":");
-  aot_sb_json_string(&r->body, msg, strlen(msg));
-  aot_sb_str(&r->body, "}");
-}
-
-/* Parse the request line and headers in buf[0, header_bytes). 0 on success; else -1 with
- * the error response set. */
-static int parse_head(const char* buf, size_t n, request_t* q, response_t* r) {
-  const char* end = buf + n;
-  const char* line = buf;
-  const char* eol = memchr(line, '\r', (size_t)(end - line));
-  if (!eol || eol + 1 >= end || eol[1] != '\n') {
-    set_error(r, 400, "malformed request line");
-    return -1;
-  }
-  /* METHOD SP target SP HTTP/1.x */
-  const char* sp1 = memchr(line, ' ', (size_t)(eol - line));
-  const char* sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-  if (!sp1 || !sp2 || sp1 == line || sp2 == sp1 + 1) {
-    set_error(r, 400, "malformed request line: expected 'METHOD /path HTTP/1.1'");
-    return -1;
-  }
-  size_t mlen = (size_t)(sp1 - line), plen = (size_t)(sp2 - sp1 - 1), vlen = (size_t)(eol - sp2 - 1);
-  if (mlen >= sizeof(q->method)) {
-    set_error(r, 400, "malformed request line: method too long");
-    return -1;
-  }
-  for (size_t k = 0; k < mlen; k++)
-    if (line[k] < 'A' || line[k] > 'Z') {
-      set_error(r, 400, "malformed request line: the method is not an upper-case token");
-      return -1;
-    }
-  memcpy(q->method, line, mlen);
-  q->method[mlen] = '\0';
-  if (plen >= sizeof(q->path)) {
-    set_error(r, 400, "request target longer than %zu bytes", sizeof(q->path) - 1);
-    return -1;
-  }
-  for (size_t k = 0; k < plen; k++)
-    if ((unsigned char)sp1[1 + k] <= 0x20 || (unsigned char)sp1[1 + k] >= 0x7F) {
-      set_error(r, 400, "malformed request line: the target has a control or non-ASCII byte");
-      return -1;
-    }
-  memcpy(q->path, sp1 + 1, plen);
-  q->path[plen] = '\0';
-  if (vlen != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1')) {
-    if (vlen >= 5 && memcmp(sp2 + 1, "HTTP/", 5) == 0) {
-      set_error(r, 505, "only HTTP/1.0 and HTTP/1.1 are served");
-    } else {
-      set_error(r, 400, "malformed request line: expected 'HTTP/1.1' after the target");
-    }
-    return -1;
-  }
-  q->http_minor = sp2[8] - '0';
-  q->keep_alive = q->http_minor == 1;
-  int headers = 0;
-  for (line = eol + 2; line < end;) {
-    eol = memchr(line, '\r', (size_t)(end - line));
-    if (!eol || eol + 1 >= end || eol[1] != '\n') {
-      set_error(r, 400, "malformed header line (lines end with CRLF)");
-      return -1;
-    }
-    if (eol == line) break; /* the blank line */
-    if (++headers > MAX_HEADERS) {
-      set_error(r, 431, "more than %d header lines", MAX_HEADERS);
-      return -1;
-    }
-    const char* colon = memchr(line, ':', (size_t)(eol - line));
-    if (!colon || colon == line || line[0] == ' ' || line[0] == '\t') {
-      set_error(r, 400, "malformed header line: expected 'Name: value'");
-      return -1;
-    }
-    size_t nlen = (size_t)(colon - line);
-    for (size_t k = 0; k < nlen; k++)
-      if ((unsigned char)line[k] <= 0x20 || (unsigned char)line[k] >= 0x7F) {
-        set_error(r, 400, "malformed header name");
-        return -1;
-      }
-    const char* v = colon + 1;
-    const char* vend = eol;
-    while (v < vend && (*v == ' ' || *v == '\t')) v++;
-    while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
-    size_t vl = (size_t)(vend - v);
-#define IS(name) (nlen == sizeof(name) - 1 && strncasecmp(line, name, nlen) == 0)
-    if (IS("Content-Length") || IS("Inference-Header-Content-Length")) {
-      int infer = IS("Inference-Header-Content-Length");
-      uint64_t x = 0;
-      if (vl == 0 || vl > 19) {
-        set_error(r, 400, "%.*s is not a number of bytes", (int)nlen, line);
-        return -1;
-      }
-      for (size_t k = 0; k < vl; k++) {
-        if (v[k] < '0' || v[k] > '9') {
-          set_error(r, 400, "%.*s is not a number of bytes", (int)nlen, line);
-          return -1;
-        }
-        x = x * 10 + (uint64_t)(v[k] - '0');
-      }
-      int* has = infer ? &q->has_infer_header_len : &q->has_content_length;
-      uint64_t* val = infer ? &q->infer_header_len : &q->content_length;
-      if (*has && *val != x) {
-        set_error(r, 400, "two different %.*s headers", (int)nlen, line);
-        return -1;
-      }
-      *has = 1;
-      *val = x;
-    } else if (IS("Transfer-Encoding")) {
-      if (!(vl == 8 && strncasecmp(v, "identity", 8) == 0)) q->chunked = 1;
-    } else if (IS("Connection")) {
-      /* a comma-separated list of tokens */
-      for (const char* t = v; t < vend;) {
-        const char* c = memchr(t, ',', (size_t)(vend - t));
-        const char* te = c ? c : vend;
-        while (t < te && (*t == ' ' || *t == '\t')) t++;
-        const char* tt = te;
-        while (tt > t && (tt[-1] == ' ' || tt[-1] == '\t')) tt--;
-        if (tt - t == 5 && strncasecmp(t, "close", 5) == 0) q->keep_alive = 0;
-        if (tt - t == 10 && strncasecmp(t, "keep-alive", 10) == 0) q->keep_alive = 1;
-        t = c ? c + 1 : vend;
-      }
-    } else if (IS("Expect")) {
-      if (vl == 12 && strncasecmp(v, "100-continue", 12) == 0) q->expect_continue = 1;
-    } else if (IS("Content-Encoding")) {
-      size_t k = vl < sizeof(q->content_encoding) - 1 ? vl : sizeof(q->content_encoding) - 1;
-      memcpy(q->content_encoding, v, k);
-      q->content_encoding[k] = '\0';
-    }
-#undef IS
-    line = eol + 2;
-  }
   return 0;
 }
 
@@ -466,21 +222,11 @@ static int send_all(conn_t* c, const char* data, size_t n, double deadline) {
   return 0;
 }
 
-static int send_response(conn_t* c, response_t* r, int keep_alive) {
+static int send_response(conn_t* c, aot_http_response_t* r, int keep_alive) {
   aot_sb_t head;
   aot_sb_init(&head, 0);
-  if (r->body.failed) set_error(r, 500, "out of memory writing the response");
-  aot_sb_printf(&head, "HTTP/1.1 %d %s\r\n", r->status, reason(r->status));
-  if (r->binary) {
-    aot_sb_printf(&head,
-                  "Content-Type: application/octet-stream\r\nInference-Header-Content-Length: %zu\r\n",
-                  r->json_len);
-  } else {
-    aot_sb_str(&head, "Content-Type: application/json\r\n");
-  }
-  if (r->allow) aot_sb_printf(&head, "Allow: %s\r\n", r->allow);
-  aot_sb_printf(&head, "Content-Length: %zu\r\n", r->body.len);
-  aot_sb_str(&head, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
+  if (r->body.failed) aot_http_error(r, 500, "out of memory writing the response");
+  aot_http_write_head(r, keep_alive, &head);
   int rc = -1;
   size_t body_len = r->body.len;
   if (body_len <= 65536) { /* one send, one segment for a small answer */
@@ -496,558 +242,42 @@ static int send_response(conn_t* c, response_t* r, int keep_alive) {
   return rc;
 }
 
-/* ---------------------------------------------------------------- endpoints */
 
-static void json_shape(aot_sb_t* b, uint32_t rank, const int64_t* shape) {
-  aot_sb_str(b, "[");
-  for (uint32_t d = 0; d < rank; d++) aot_sb_printf(b, "%s%lld", d ? "," : "", (long long)shape[d]);
-  aot_sb_str(b, "]");
-}
-
-static void json_tensor_infos(aot_sb_t* b, const aot_tensor_info_t* t, uint32_t n) {
-  aot_sb_str(b, "[");
-  for (uint32_t i = 0; i < n; i++) {
-    aot_sb_str(b, i ? ",{\"name\":" : "{\"name\":");
-    aot_sb_json_string(b, t[i].name, strlen(t[i].name));
-    aot_sb_printf(b, ",\"datatype\":\"%s\",\"shape\":", kserve_dtype(t[i].dtype));
-    json_shape(b, t[i].rank, t[i].shape);
-    aot_sb_str(b, "}");
-  }
-  aot_sb_str(b, "]");
-}
-
-/* Triton's model configuration (GET .../config), which tools such as perf_analyzer read. */
-static void config_tensors(aot_sb_t* b, const aot_tensor_info_t* t, uint32_t n) {
-  aot_sb_str(b, "[");
-  for (uint32_t i = 0; i < n; i++) {
-    aot_sb_str(b, i ? ",{\"name\":" : "{\"name\":");
-    aot_sb_json_string(b, t[i].name, strlen(t[i].name));
-    aot_sb_printf(b, ",\"data_type\":\"TYPE_%s\",\"dims\":", kserve_dtype(t[i].dtype));
-    json_shape(b, t[i].rank, t[i].shape);
-    aot_sb_str(b, "}");
-  }
-  aot_sb_str(b, "]");
-}
-
-static void model_config(const served_model_t* m, response_t* r) {
-  aot_sb_t* b = &r->body;
-  aot_sb_str(b, "{\"name\":");
-  aot_sb_json_string(b, m->name, strlen(m->name));
-  aot_sb_str(b, ",\"platform\":\"aot\",\"backend\":\"aot\",\"max_batch_size\":0,\"input\":");
-  config_tensors(b, m->in, m->n_in);
-  aot_sb_str(b, ",\"output\":");
-  config_tensors(b, m->out, m->n_out);
-  aot_sb_str(b, "}");
-  r->status = 200;
-}
-
-static void model_metadata(const served_model_t* m, response_t* r) {
-  aot_sb_t* b = &r->body;
-  aot_sb_str(b, "{\"name\":");
-  aot_sb_json_string(b, m->name, strlen(m->name));
-  aot_sb_str(b, ",\"versions\":[\"1\"],\"platform\":\"aot\",\"inputs\":");
-  json_tensor_infos(b, m->in, m->n_in);
-  aot_sb_str(b, ",\"outputs\":");
-  json_tensor_infos(b, m->out, m->n_out);
-  aot_sb_str(b, "}");
-  r->status = 200;
-}
-
-/* Write the leaves of `node` (nested arrays, row-major) into dst as dtype, counting them in
- * *count; dst holds `capacity` elements. -1 with the error set on a bad or extra element. */
-static int fill_elements(const aot_sj_doc_t* d, uint32_t node, aot_dtype_t dt, unsigned char* dst,
-                         uint64_t capacity, uint64_t* count, const char* input, response_t* r) {
-  const aot_sj_node_t* nd = &d->nodes[node];
-  if (nd->kind == AOT_SJ_ARRAY) {
-    for (uint32_t k = nd->first; k != AOT_SJ_NONE; k = d->nodes[k].next)
-      if (fill_elements(d, k, dt, dst, capacity, count, input, r)) return -1;
-    return 0;
-  }
-  uint64_t i = *count;
-  if (i >= capacity) {
-    set_error(r, 400, "input '%s': \"data\" holds more than the %llu elements of its shape", input,
-              (unsigned long long)capacity);
-    return -1;
-  }
-  const char* want = kserve_dtype(dt);
-  int64_t iv = 0;
-  uint64_t uv = 0;
-  double dv = 0;
-  int ok;
-  switch (dt) {
-    case AOT_DTYPE_FLOAT32: {
-      float fv;
-      ok = aot_sj_float(d, node, &fv) == 0;
-      if (ok) ((float*)dst)[i] = fv;
-      break;
-    }
-    case AOT_DTYPE_FLOAT64:
-      ok = aot_sj_double(d, node, &dv) == 0;
-      if (ok) ((double*)dst)[i] = dv;
-      break;
-    case AOT_DTYPE_BOOL:
-      ok = nd->kind == AOT_SJ_TRUE || nd->kind == AOT_SJ_FALSE;
-      if (ok) dst[i] = nd->kind == AOT_SJ_TRUE;
-      break;
-    case AOT_DTYPE_INT8:
-      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT8_MIN && iv <= INT8_MAX;
-      if (ok) ((int8_t*)dst)[i] = (int8_t)iv;
-      break;
-    case AOT_DTYPE_INT16:
-      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT16_MIN && iv <= INT16_MAX;
-      if (ok) ((int16_t*)dst)[i] = (int16_t)iv;
-      break;
-    case AOT_DTYPE_INT32:
-      ok = aot_sj_int64(d, node, &iv) == 0 && iv >= INT32_MIN && iv <= INT32_MAX;
-      if (ok) ((int32_t*)dst)[i] = (int32_t)iv;
-      break;
-    case AOT_DTYPE_INT64:
-      ok = aot_sj_int64(d, node, &iv) == 0;
-      if (ok) ((int64_t*)dst)[i] = iv;
-      break;
-    case AOT_DTYPE_UINT8:
-      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT8_MAX;
-      if (ok) dst[i] = (uint8_t)uv;
-      break;
-    case AOT_DTYPE_UINT16:
-      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT16_MAX;
-      if (ok) ((uint16_t*)dst)[i] = (uint16_t)uv;
-      break;
-    case AOT_DTYPE_UINT32:
-      ok = aot_sj_uint64(d, node, &uv) == 0 && uv <= UINT32_MAX;
-      if (ok) ((uint32_t*)dst)[i] = (uint32_t)uv;
-      break;
-    case AOT_DTYPE_UINT64:
-      ok = aot_sj_uint64(d, node, &uv) == 0;
-      if (ok) ((uint64_t*)dst)[i] = uv;
-      break;
-    default:
-      set_error(r, 400, "input '%s': %s data must be sent as binary data (binary_data_size)", input,
-                want);
-      return -1;
-  }
-  if (!ok) {
-    unsigned len = nd->len > 40 ? 40 : nd->len;
-    const char* text = nd->kind == AOT_SJ_ARRAY || nd->kind == AOT_SJ_OBJECT ? "an object"
-                       : nd->kind == AOT_SJ_NULL                            ? "null"
-                                                                            : NULL;
-    if (text) {
-      set_error(r, 400, "input '%s': element %llu is %s, not a %s value", input,
-                (unsigned long long)i, text, want);
-    } else {
-      set_error(r, 400, "input '%s': element %llu (%.*s) is not a %s value%s", input,
-                (unsigned long long)i, (int)len, d->text + nd->start, want,
-                dt == AOT_DTYPE_FLOAT32 || dt == AOT_DTYPE_FLOAT64 || dt == AOT_DTYPE_BOOL
-                    ? ""
-                    : " (an integer in range)");
-    }
-    return -1;
-  }
-  *count = i + 1;
-  return 0;
-}
-
-static int bool_param(const aot_sj_doc_t* d, uint32_t obj, const char* key, int* out,
-                      const char* where, response_t* r) {
-  uint32_t params = aot_sj_get(d, obj, "parameters");
-  if (params == AOT_SJ_NONE) return 0;
-  if (d->nodes[params].kind != AOT_SJ_OBJECT) {
-    set_error(r, 400, "%s: \"parameters\" is not an object", where);
-    return -1;
-  }
-  uint32_t v = aot_sj_get(d, params, key);
-  if (v == AOT_SJ_NONE) return 0;
-  if (d->nodes[v].kind != AOT_SJ_TRUE && d->nodes[v].kind != AOT_SJ_FALSE) {
-    set_error(r, 400, "%s: parameter \"%s\" is not true or false", where, key);
-    return -1;
-  }
-  *out = d->nodes[v].kind == AOT_SJ_TRUE;
-  return 0;
-}
-
-static void* tensor_alloc(uint64_t bytes) {
-  size_t n = (size_t)((bytes + 63) / 64 * 64);
-  return aligned_alloc(64, n ? n : 64);
-}
-
-typedef struct {
-  aot_tensor_t in[MAX_TENSORS];
-  aot_tensor_t out[MAX_TENSORS];
-  int out_wanted[MAX_TENSORS];  /* 0: not returned; else 1 + its place in the answer */
-  int out_binary[MAX_TENSORS];
-} tensors_t;
-
-static void write_json_data(aot_sb_t* b, const aot_tensor_t* t) {
-  uint64_t n = t->byte_size / (aot_dtype_size(t->dtype) ? aot_dtype_size(t->dtype) : 1);
-  const unsigned char* p = t->data;
-  aot_sb_str(b, "[");
-  for (uint64_t i = 0; i < n && !b->failed; i++) {
-    if (i) aot_sb_append(b, ",", 1);
-    double v;
-    int is_float = 1;
-    switch (t->dtype) {
-      case AOT_DTYPE_FLOAT32: v = ((const float*)p)[i]; break;
-      case AOT_DTYPE_FLOAT64: v = ((const double*)p)[i]; break;
-      case AOT_DTYPE_FLOAT16: v = half_to_float(((const uint16_t*)p)[i]); break;
-      case AOT_DTYPE_BFLOAT16: {
-        uint32_t bits = (uint32_t)((const uint16_t*)p)[i] << 16;
-        float f;
-        memcpy(&f, &bits, 4);
-        v = f;
-        break;
-      }
-      default: is_float = 0; v = 0; break;
-    }
-    if (is_float) {
-      if (isnan(v)) aot_sb_str(b, "NaN");
-      else if (isinf(v)) aot_sb_str(b, v > 0 ? "Infinity" : "-Infinity");
-      else aot_sb_printf(b, t->dtype == AOT_DTYPE_FLOAT64 ? "%.17g" : "%.9g", v);
-      continue;
-    }
-    switch (t->dtype) {
-      case AOT_DTYPE_BOOL: aot_sb_str(b, p[i] ? "true" : "false"); break;
-      case AOT_DTYPE_INT8: aot_sb_printf(b, "%d", ((const int8_t*)p)[i]); break;
-      case AOT_DTYPE_INT16: aot_sb_printf(b, "%d", ((const int16_t*)p)[i]); break;
-      case AOT_DTYPE_INT32: aot_sb_printf(b, "%d", ((const int32_t*)p)[i]); break;
-      case AOT_DTYPE_INT64: aot_sb_printf(b, "%lld", (long long)((const int64_t*)p)[i]); break;
-      case AOT_DTYPE_UINT8: aot_sb_printf(b, "%u", p[i]); break;
-      case AOT_DTYPE_UINT16: aot_sb_printf(b, "%u", ((const uint16_t*)p)[i]); break;
-      case AOT_DTYPE_UINT32: aot_sb_printf(b, "%u", ((const uint32_t*)p)[i]); break;
-      case AOT_DTYPE_UINT64:
-        aot_sb_printf(b, "%llu", (unsigned long long)((const uint64_t*)p)[i]);
-        break;
-      default: break;
-    }
-  }
-  aot_sb_str(b, "]");
-}
-
-static int json_output_ok(aot_dtype_t d) {
-  return d != AOT_DTYPE_FLOAT8E4M3FN && d != AOT_DTYPE_FLOAT8E4M3FNUZ && d != AOT_DTYPE_FLOAT8E5M2 &&
-         d != AOT_DTYPE_FLOAT8E5M2FNUZ;
-}
-
-/* POST .../infer: body[0, n). */
-static void infer(server_t* s, uint32_t mi, const request_t* q, const char* body, size_t n,
-                  response_t* r) {
-  const served_model_t* m = &s->models[mi];
-  size_t json_len = n;
-  if (q->has_infer_header_len) {
-    if (q->infer_header_len > n) {
-      set_error(r, 400,
-                "Inference-Header-Content-Length %llu is more than the body's %zu bytes",
-                (unsigned long long)q->infer_header_len, n);
-      return;
-    }
-    json_len = (size_t)q->infer_header_len;
-  }
-  const char* bin = body + json_len;
-  size_t bin_len = n - json_len, bin_off = 0;
-  if (json_len == 0) {
-    set_error(r, 400, "empty request: the body must be a JSON inference request");
-    return;
-  }
-  aot_sj_doc_t d;
-  char err[256];
-  /* a value costs at least 2 bytes of text; a valid request needs about one per element
-   * (nested arrays add fewer than that) and a few dozen for its fields */
-  uint64_t max_nodes = json_len / 2 + 2, useful = 2 * m->in_elements + 4096;
-  if (max_nodes > useful) max_nodes = useful;
-  if (aot_sj_parse(body, json_len, (uint32_t)max_nodes, &d, err, sizeof(err))) {
-    set_error(r, 400, "invalid inference request: %s", err);
-    return;
-  }
-  tensors_t* t = calloc(1, sizeof(*t));
+/* POST .../infer: decode and check the request, run it on a worker, encode the answer. */
+static void infer(server_t* s, uint32_t mi, const aot_http_request_t* q, const char* body, size_t n,
+                  aot_http_response_t* r) {
+  const aot_served_model_t* m = &s->models[mi];
+  aot_kserve_request_t* t = malloc(sizeof(*t));
   if (!t) {
-    aot_sj_free(&d);
-    set_error(r, 500, "out of memory");
+    aot_http_error(r, 500, "out of memory");
+    return;
+  }
+  if (aot_kserve_decode(m, body, n, q->has_infer_header_len, q->infer_header_len, t, r)) {
+    free(t);
     return;
   }
   job_t job;
   memset(&job, 0, sizeof(job));
-  int cv_ready = 0;
-  char id[256] = "";
-  int has_id = 0, binary_output = 0;
-  uint32_t root = 0, inputs, outputs, idn;
-  if (d.nodes[root].kind != AOT_SJ_OBJECT) {
-    set_error(r, 400, "invalid inference request: the JSON is not an object");
-    goto done;
-  }
-  if ((idn = aot_sj_get(&d, root, "id")) != AOT_SJ_NONE) {
-    if (aot_sj_string(&d, idn, id, sizeof(id))) {
-      set_error(r, 400, "\"id\" is not a string of at most %zu bytes", sizeof(id) - 1);
-      goto done;
-    }
-    has_id = 1;
-  }
-  if (bool_param(&d, root, "binary_data_output", &binary_output, "request", r)) goto done;
-  inputs = aot_sj_get(&d, root, "inputs");
-  if (inputs == AOT_SJ_NONE || d.nodes[inputs].kind != AOT_SJ_ARRAY) {
-    set_error(r, 400, "invalid inference request: \"inputs\" must be an array");
-    goto done;
-  }
-  for (uint32_t k = d.nodes[inputs].first; k != AOT_SJ_NONE; k = d.nodes[k].next) {
-    char name[MAX_NAME * 2], dtname[32];
-    if (d.nodes[k].kind != AOT_SJ_OBJECT ||
-        aot_sj_string(&d, aot_sj_get(&d, k, "name"), name, sizeof(name))) {
-      set_error(r, 400, "each of \"inputs\" must be an object with a string \"name\"");
-      goto done;
-    }
-    uint32_t i = 0;
-    while (i < m->n_in && strcmp(m->in[i].name, name) != 0) i++;
-    if (i == m->n_in) {
-      aot_sb_t names;
-      aot_sb_init(&names, 512);
-      for (uint32_t j = 0; j < m->n_in; j++) {
-        if (j) aot_sb_str(&names, ", ");
-        aot_sb_str(&names, m->in[j].name);
-      }
-      aot_sb_append(&names, "", 1);
-      set_error(r, 400, "model '%s' has no input '%s' (its inputs: %s)", m->name, name,
-                names.failed ? "..." : names.data);
-      aot_sb_free(&names);
-      goto done;
-    }
-    const aot_tensor_info_t* info = &m->in[i];
-    if (t->in[i].data) {
-      set_error(r, 400, "input '%s' is given twice", name);
-      goto done;
-    }
-    if (aot_sj_string(&d, aot_sj_get(&d, k, "datatype"), dtname, sizeof(dtname))) {
-      set_error(r, 400, "input '%s': \"datatype\" must be a string such as \"%s\"", name,
-                kserve_dtype(info->dtype));
-      goto done;
-    }
-    if (strcmp(dtname, kserve_dtype(info->dtype)) != 0) {
-      set_error(r, 400, "input '%s': datatype %s, but the model takes %s", name, dtname,
-                kserve_dtype(info->dtype));
-      goto done;
-    }
-    uint32_t shape = aot_sj_get(&d, k, "shape");
-    int shape_ok = shape != AOT_SJ_NONE && d.nodes[shape].kind == AOT_SJ_ARRAY;
-    uint32_t rank = 0;
-    for (uint32_t e = shape_ok ? d.nodes[shape].first : AOT_SJ_NONE; e != AOT_SJ_NONE;
-         e = d.nodes[e].next, rank++) {
-      int64_t dim;
-      if (aot_sj_int64(&d, e, &dim) || rank >= info->rank || dim != info->shape[rank])
-        shape_ok = 0;
-    }
-    if (!shape_ok || rank != info->rank) {
-      aot_sb_t want;
-      aot_sb_init(&want, 512);
-      json_shape(&want, info->rank, info->shape);
-      aot_sb_append(&want, "", 1);
-      aot_sb_t given; /* the client's dims as their tokens: "[1,784]" */
-      aot_sb_init(&given, 256);
-      if (shape == AOT_SJ_NONE || d.nodes[shape].kind != AOT_SJ_ARRAY) {
-        aot_sb_str(&given, "missing or not an array");
-      } else {
-        aot_sb_str(&given, "[");
-        for (uint32_t e = d.nodes[shape].first; e != AOT_SJ_NONE; e = d.nodes[e].next) {
-          if (e != d.nodes[shape].first) aot_sb_str(&given, ",");
-          aot_sb_append(&given, d.text + d.nodes[e].start, d.nodes[e].len > 24 ? 24 : d.nodes[e].len);
-        }
-        aot_sb_str(&given, "]");
-      }
-      aot_sb_append(&given, "", 1);
-      set_error(r, 400, "input '%s': shape %s, but the model takes %s", name,
-                given.failed ? "[...]" : given.data, want.failed ? "?" : want.data);
-      aot_sb_free(&given);
-      aot_sb_free(&want);
-      goto done;
-    }
-    t->in[i].dtype = info->dtype;
-    t->in[i].rank = info->rank;
-    t->in[i].shape = info->shape;
-    t->in[i].byte_size = info->byte_size;
-    t->in[i].data = tensor_alloc(info->byte_size);
-    if (!t->in[i].data) {
-      set_error(r, 500, "out of memory for input '%s' (%llu bytes)", name,
-                (unsigned long long)info->byte_size);
-      goto done;
-    }
-    uint32_t data = aot_sj_get(&d, k, "data");
-    uint32_t params = aot_sj_get(&d, k, "parameters");
-    uint32_t bsize = params == AOT_SJ_NONE ? AOT_SJ_NONE : aot_sj_get(&d, params, "binary_data_size");
-    if (data != AOT_SJ_NONE && bsize != AOT_SJ_NONE) {
-      set_error(r, 400, "input '%s' has both \"data\" and binary_data_size", name);
-      goto done;
-    }
-    if (bsize != AOT_SJ_NONE) {
-      uint64_t size;
-      if (aot_sj_uint64(&d, bsize, &size)) {
-        set_error(r, 400, "input '%s': binary_data_size is not a byte count", name);
-        goto done;
-      }
-      if (size != info->byte_size) {
-        set_error(r, 400, "input '%s': binary_data_size %llu, but its shape and datatype take %llu bytes",
-                  name, (unsigned long long)size, (unsigned long long)info->byte_size);
-        goto done;
-      }
-      if (size > bin_len - bin_off) {
-        set_error(r, 400,
-                  "input '%s': binary data truncated: %llu bytes expected, %zu left in the body "
-                  "after the %zu-byte JSON header",
-                  name, (unsigned long long)size, bin_len - bin_off, json_len);
-        goto done;
-      }
-      memcpy(t->in[i].data, bin + bin_off, (size_t)size);
-      bin_off += (size_t)size;
-    } else if (data != AOT_SJ_NONE) {
-      uint64_t elems = info->byte_size / aot_dtype_size(info->dtype), count = 0;
-      if (d.nodes[data].kind != AOT_SJ_ARRAY) {
-        set_error(r, 400, "input '%s': \"data\" must be an array", name);
-        goto done;
-      }
-      if (fill_elements(&d, data, info->dtype, t->in[i].data, elems, &count, name, r)) goto done;
-      if (count != elems) {
-        set_error(r, 400, "input '%s': \"data\" holds %llu elements, but its shape takes %llu", name,
-                  (unsigned long long)count, (unsigned long long)elems);
-        goto done;
-      }
-    } else {
-      set_error(r, 400, "input '%s' has neither \"data\" nor parameters.binary_data_size", name);
-      goto done;
-    }
-  }
-  for (uint32_t i = 0; i < m->n_in; i++)
-    if (!t->in[i].data) {
-      set_error(r, 400, "missing input '%s' of model '%s'", m->in[i].name, m->name);
-      goto done;
-    }
-  if (bin_off != bin_len) {
-    set_error(r, 400, "%zu bytes of binary data after the last input's", bin_len - bin_off);
-    goto done;
-  }
-  outputs = aot_sj_get(&d, root, "outputs");
-  if (outputs != AOT_SJ_NONE && d.nodes[outputs].kind != AOT_SJ_ARRAY) {
-    set_error(r, 400, "invalid inference request: \"outputs\" must be an array");
-    goto done;
-  }
-  if (outputs == AOT_SJ_NONE || d.nodes[outputs].first == AOT_SJ_NONE) {
-    for (uint32_t o = 0; o < m->n_out; o++) {
-      t->out_wanted[o] = (int)o + 1;
-      t->out_binary[o] = binary_output;
-    }
-  } else {
-    int place = 0;
-    for (uint32_t k = d.nodes[outputs].first; k != AOT_SJ_NONE; k = d.nodes[k].next) {
-      char name[MAX_NAME * 2];
-      if (d.nodes[k].kind != AOT_SJ_OBJECT ||
-          aot_sj_string(&d, aot_sj_get(&d, k, "name"), name, sizeof(name))) {
-        set_error(r, 400, "each of \"outputs\" must be an object with a string \"name\"");
-        goto done;
-      }
-      uint32_t o = 0;
-      while (o < m->n_out && strcmp(m->out[o].name, name) != 0) o++;
-      if (o == m->n_out) {
-        set_error(r, 400, "model '%s' has no output '%s'", m->name, name);
-        goto done;
-      }
-      if (t->out_wanted[o]) {
-        set_error(r, 400, "output '%s' is requested twice", name);
-        goto done;
-      }
-      int b = binary_output;
-      if (bool_param(&d, k, "binary_data", &b, "output", r)) goto done;
-      uint32_t params = aot_sj_get(&d, k, "parameters");
-      if (params != AOT_SJ_NONE && aot_sj_get(&d, params, "classification") != AOT_SJ_NONE) {
-        uint32_t cls = aot_sj_get(&d, params, "classification");
-        int64_t cc;
-        if (aot_sj_int64(&d, cls, &cc) || cc != 0) {
-          set_error(r, 400, "output '%s': the classification extension is not supported", name);
-          goto done;
-        }
-      }
-      t->out_wanted[o] = ++place;
-      t->out_binary[o] = b;
-    }
-  }
-  for (uint32_t o = 0; o < m->n_out; o++) {
-    if (t->out_wanted[o] && !t->out_binary[o] && !json_output_ok(m->out[o].dtype)) {
-      set_error(r, 400, "output '%s' is %s, which has no JSON form: request it as binary_data",
-                m->out[o].name, kserve_dtype(m->out[o].dtype));
-      goto done;
-    }
-    t->out[o].dtype = m->out[o].dtype;
-    t->out[o].rank = m->out[o].rank;
-    t->out[o].shape = m->out[o].shape;
-    t->out[o].byte_size = m->out[o].byte_size;
-    t->out[o].data = tensor_alloc(m->out[o].byte_size);
-    if (!t->out[o].data) {
-      set_error(r, 500, "out of memory for output '%s'", m->out[o].name);
-      goto done;
-    }
-  }
-  aot_sj_free(&d); /* the run needs none of it: free it while the model runs */
-
   job.model = mi;
   job.inputs = t->in;
   job.outputs = t->out;
   if (pthread_cond_init(&job.cv, NULL) != 0) {
-    set_error(r, 500, "pthread_cond_init failed");
-    goto done;
-  }
-  cv_ready = 1;
-  /* during shutdown too: the workers run until every connection has been answered */
-  if (run_job(s, &job)) {
-    set_error(r, 503, "server busy: all %u queue entries are taken; retry later", s->cfg.queue);
-    goto done;
-  }
-  if (job.status != AOT_OK) {
-    int bad_input = job.status == AOT_ERR_SHAPE_MISMATCH || job.status == AOT_ERR_DTYPE_MISMATCH ||
-                    job.status == AOT_ERR_CHECK_FAILED;
-    set_error(r, bad_input ? 400 : 500, "model '%s' failed: %s (%s)", m->name, job.err.message,
-              aot_status_string(job.status));
-    goto done;
-  }
-  /* the answer: JSON, then the binary outputs in the order listed */
-  {
-    aot_sb_t* b = &r->body;
-    aot_sb_str(b, "{\"model_name\":");
-    aot_sb_json_string(b, m->name, strlen(m->name));
-    aot_sb_str(b, ",\"model_version\":\"1\"");
-    if (has_id) {
-      aot_sb_str(b, ",\"id\":");
-      aot_sb_json_string(b, id, strlen(id));
+    aot_http_error(r, 500, "pthread_cond_init failed");
+  } else {
+    /* during shutdown too: the workers run until every connection has been answered */
+    if (run_job(s, &job)) {
+      aot_http_error(r, 503, "server busy: all %u queue entries are taken; retry later", s->cfg.queue);
+    } else if (job.status != AOT_OK) {
+      int bad_input = job.status == AOT_ERR_SHAPE_MISMATCH || job.status == AOT_ERR_DTYPE_MISMATCH ||
+                      job.status == AOT_ERR_CHECK_FAILED;
+      aot_http_error(r, bad_input ? 400 : 500, "model '%s' failed: %s (%s)", m->name, job.err.message,
+                     aot_status_string(job.status));
+    } else {
+      aot_kserve_encode(m, t, r);
     }
-    aot_sb_str(b, ",\"outputs\":[");
-    int any_binary = 0, first = 1;
-    for (int place = 1; place <= (int)m->n_out; place++) {
-      for (uint32_t o = 0; o < m->n_out; o++) {
-        if (t->out_wanted[o] != place) continue;
-        aot_sb_str(b, first ? "{\"name\":" : ",{\"name\":");
-        first = 0;
-        aot_sb_json_string(b, m->out[o].name, strlen(m->out[o].name));
-        aot_sb_printf(b, ",\"datatype\":\"%s\",\"shape\":", kserve_dtype(m->out[o].dtype));
-        json_shape(b, m->out[o].rank, m->out[o].shape);
-        if (t->out_binary[o]) {
-          any_binary = 1;
-          aot_sb_printf(b, ",\"parameters\":{\"binary_data_size\":%llu}}",
-                        (unsigned long long)m->out[o].byte_size);
-        } else {
-          aot_sb_str(b, ",\"data\":");
-          write_json_data(b, &t->out[o]);
-          aot_sb_str(b, "}");
-        }
-      }
-    }
-    aot_sb_str(b, "]}");
-    if (any_binary) {
-      r->binary = 1;
-      r->json_len = b->len;
-      for (int place = 1; place <= (int)m->n_out; place++)
-        for (uint32_t o = 0; o < m->n_out; o++)
-          if (t->out_wanted[o] == place && t->out_binary[o])
-            aot_sb_append(b, t->out[o].data, (size_t)t->out[o].byte_size);
-    }
-    r->status = 200;
+    pthread_cond_destroy(&job.cv);
   }
-done:
-  if (cv_ready) pthread_cond_destroy(&job.cv);
-  aot_sj_free(&d); /* a no-op when already freed */
-  for (uint32_t i = 0; i < m->n_in; i++) free(t->in[i].data);
-  for (uint32_t o = 0; o < m->n_out; o++) free(t->out[o].data);
+  aot_kserve_request_free(m, t);
   free(t);
 }
 
@@ -1057,7 +287,8 @@ static int find_model(const server_t* s, const char* name, size_t len) {
   return -1;
 }
 
-static void route(server_t* s, const request_t* q, const char* body, size_t n, response_t* r) {
+static void route(server_t* s, const aot_http_request_t* q, const char* body, size_t n,
+                  aot_http_response_t* r) {
   char path[sizeof(q->path)];
   memcpy(path, q->path, sizeof(path));
   char* qs = strchr(path, '?');
@@ -1068,7 +299,7 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0 ||
       strcmp(path, "/v2") == 0) {
     if (!get) {
-      set_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
+      aot_http_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
       r->allow = "GET";
       return;
     }
@@ -1078,7 +309,7 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
                     aot_abi_version());
       r->status = 200;
     } else if (strcmp(path, "/v2/health/ready") == 0 && atomic_load(&s->shutting_down)) {
-      set_error(r, 503, "the server is shutting down");
+      aot_http_error(r, 503, "the server is shutting down");
     } else {
       r->status = 200;
     }
@@ -1086,7 +317,7 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
   }
   static const char prefix[] = "/v2/models/";
   if (strncmp(path, prefix, sizeof(prefix) - 1) != 0) {
-    set_error(r, 404, "no such endpoint: %s %s", q->method, path);
+    aot_http_error(r, 404, "no such endpoint: %s %s", q->method, path);
     return;
   }
   const char* name = path + sizeof(prefix) - 1;
@@ -1102,8 +333,8 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
       aot_sb_str(&names, s->models[i].name);
     }
     aot_sb_append(&names, "", 1);
-    set_error(r, 404, "unknown model '%.*s' (this server serves: %s)", (int)(nlen > 200 ? 200 : nlen),
-              name, names.failed ? "..." : names.data);
+    aot_http_error(r, 404, "unknown model '%.*s' (this server serves: %s)", (int)(nlen > 200 ? 200 : nlen),
+                   name, names.failed ? "..." : names.data);
     aot_sb_free(&names);
     return;
   }
@@ -1112,22 +343,22 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
     const char* vs = strchr(v, '/');
     size_t vlen = vs ? (size_t)(vs - v) : strlen(v);
     if (!(vlen == 1 && v[0] == '1')) {
-      set_error(r, 404, "model '%s' has no version '%.*s' (it has version 1)", s->models[mi].name,
-                (int)(vlen > 64 ? 64 : vlen), v);
+      aot_http_error(r, 404, "model '%s' has no version '%.*s' (it has version 1)", s->models[mi].name,
+                     (int)(vlen > 64 ? 64 : vlen), v);
       return;
     }
     rest = vs ? vs : "";
   }
   if (rest[0] == '\0' || strcmp(rest, "/ready") == 0 || strcmp(rest, "/config") == 0) {
     if (!get) {
-      set_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
+      aot_http_error(r, 405, "%s is not allowed on %s (use GET)", q->method, path);
       r->allow = "GET";
       return;
     }
     if (rest[0] == '\0') {
-      model_metadata(&s->models[mi], r);
+      aot_kserve_metadata(&s->models[mi], r);
     } else if (strcmp(rest, "/config") == 0) {
-      model_config(&s->models[mi], r);
+      aot_kserve_config(&s->models[mi], r);
     } else {
       aot_sb_str(&r->body, "{\"name\":");
       aot_sb_json_string(&r->body, s->models[mi].name, strlen(s->models[mi].name));
@@ -1138,19 +369,19 @@ static void route(server_t* s, const request_t* q, const char* body, size_t n, r
   }
   if (strcmp(rest, "/infer") == 0) {
     if (!post) {
-      set_error(r, 405, "%s is not allowed on %s (use POST)", q->method, path);
+      aot_http_error(r, 405, "%s is not allowed on %s (use POST)", q->method, path);
       r->allow = "POST";
       return;
     }
     if (q->content_encoding[0] && strcasecmp(q->content_encoding, "identity") != 0) {
-      set_error(r, 415, "Content-Encoding '%s' is not supported: send the body uncompressed",
-                q->content_encoding);
+      aot_http_error(r, 415, "Content-Encoding '%s' is not supported: send the body uncompressed",
+                     q->content_encoding);
       return;
     }
     infer(s, (uint32_t)mi, q, body, n, r);
     return;
   }
-  set_error(r, 404, "no such endpoint: %s %s", q->method, path);
+  aot_http_error(r, 404, "no such endpoint: %s %s", q->method, path);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -1191,9 +422,9 @@ static void* conn_main(void* arg) {
   conn_t* c = arg;
   server_t* s = c->srv;
   for (;;) {
-    request_t q;
+    aot_http_request_t q;
     memset(&q, 0, sizeof(q));
-    response_t r;
+    aot_http_response_t r;
     memset(&r, 0, sizeof(r));
     aot_sb_init(&r.body, 0);
     int keep = 0;
@@ -1224,13 +455,13 @@ static void* conn_main(void* arg) {
       if (head_end) break;
       scanned = c->len;
       if (c->len >= MAX_HEADER_BYTES) {
-        set_error(&r, 431, "request line and headers exceed %d bytes", MAX_HEADER_BYTES);
+        aot_http_error(&r, 431, "request line and headers exceed %d bytes", MAX_HEADER_BYTES);
         goto answer_close;
       }
       int got = read_more(c, MAX_HEADER_BYTES, deadline, !started);
       if (got == 0 && started) {
-        set_error(&r, 408, "request headers not received within %.1f s; closing the connection",
-                  s->cfg.request_timeout);
+        aot_http_error(&r, 408, "request headers not received within %.1f s; closing the connection",
+                       s->cfg.request_timeout);
         goto answer_close;
       }
       if (got != 1) goto close; /* idle timeout, peer closed, shutdown, error */
@@ -1240,19 +471,20 @@ static void* conn_main(void* arg) {
       }
     }
     q.header_bytes = (size_t)(head_end - c->buf);
-    if (parse_head(c->buf, q.header_bytes, &q, &r)) goto answer_close;
+    if (aot_http_parse_head(c->buf, q.header_bytes, &q, &r)) goto answer_close;
     if (q.chunked) {
-      set_error(&r, 411,
-                "Transfer-Encoding is not supported: send the body with a Content-Length header");
+      aot_http_error(&r, 411,
+                     "Transfer-Encoding is not supported: send the body with a Content-Length header");
       goto answer_close;
     }
     if (!q.has_content_length && strcmp(q.method, "POST") == 0) {
-      set_error(&r, 411, "a POST needs a Content-Length header");
+      aot_http_error(&r, 411, "a POST needs a Content-Length header");
       goto answer_close;
     }
     if (q.content_length > s->cfg.max_body) {
-      set_error(&r, 413, "request body of %llu bytes is over this server's limit of %llu (--max-body-bytes)",
-                (unsigned long long)q.content_length, (unsigned long long)s->cfg.max_body);
+      aot_http_error(&r, 413,
+                     "request body of %llu bytes is over this server's limit of %llu (--max-body-bytes)",
+                     (unsigned long long)q.content_length, (unsigned long long)s->cfg.max_body);
       goto answer_close;
     }
     if (q.expect_continue && q.content_length > c->len - q.header_bytes) {
@@ -1264,10 +496,10 @@ static void* conn_main(void* arg) {
     if (!over) s->buffered += q.content_length;
     pthread_mutex_unlock(&s->conn_mu);
     if (over) {
-      set_error(&r, 503,
-                "server busy: request bodies of all connections would pass %llu bytes "
-                "(--max-buffered-bytes); retry later",
-                (unsigned long long)s->cfg.max_buffered);
+      aot_http_error(&r, 503,
+                     "server busy: request bodies of all connections would pass %llu bytes "
+                     "(--max-buffered-bytes); retry later",
+                     (unsigned long long)s->cfg.max_buffered);
       goto answer_close;
     }
     reserved = q.content_length;
@@ -1275,10 +507,10 @@ static void* conn_main(void* arg) {
     while (c->len < total) {
       int got = read_more(c, total, deadline, 0);
       if (got == 0) {
-        set_error(&r, 408,
-                  "request body not received within %.1f s (%zu of %llu bytes); closing the connection",
-                  s->cfg.request_timeout, c->len - q.header_bytes,
-                  (unsigned long long)q.content_length);
+        aot_http_error(&r, 408,
+                       "request body not received within %.1f s (%zu of %llu bytes); closing the connection",
+                       s->cfg.request_timeout, c->len - q.header_bytes,
+                       (unsigned long long)q.content_length);
         goto answer_close;
       }
       if (got != 1) goto close;
@@ -1471,7 +703,7 @@ static int parse_args(int argc, char** argv, config_t* cfg) {
 static int load_models(server_t* s) {
   aot_error_t err;
   for (uint32_t i = 0; i < s->cfg.n_models; i++) {
-    served_model_t* m = &s->models[i];
+    aot_served_model_t* m = &s->models[i];
     m->name = s->cfg.model_names[i];
     if (aot_model_open_file(s->cfg.model_paths[i], &m->model, &err) != AOT_OK) {
       fprintf(stderr, "aot_server: model '%s': cannot open %s: %s\n", m->name, s->cfg.model_paths[i],
@@ -1481,9 +713,9 @@ static int load_models(server_t* s) {
     s->n_models = i + 1;
     m->n_in = aot_model_input_count(m->model);
     m->n_out = aot_model_output_count(m->model);
-    if (m->n_in > MAX_TENSORS || m->n_out > MAX_TENSORS) {
+    if (m->n_in > AOT_KSERVE_MAX_TENSORS || m->n_out > AOT_KSERVE_MAX_TENSORS) {
       fprintf(stderr, "aot_server: model '%s' has more than %d inputs or outputs\n", m->name,
-              MAX_TENSORS);
+              AOT_KSERVE_MAX_TENSORS);
       return -1;
     }
     m->in = calloc(m->n_in ? m->n_in : 1, sizeof(*m->in));
