@@ -80,7 +80,9 @@ int aot_http_parse_head(const char* buf, size_t n, aot_http_request_t* q, aot_ht
   memcpy(q->path, sp1 + 1, plen);
   q->path[plen] = '\0';
   if (vlen != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1')) {
-    if (vlen >= 5 && memcmp(sp2 + 1, "HTTP/", 5) == 0) {
+    const char* v = sp2 + 1; /* HTTP/d.d of another version: 505; anything else: 400 */
+    if (vlen == 8 && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' && v[5] <= '9' && v[6] == '.' &&
+        v[7] >= '0' && v[7] <= '9') {
       aot_http_error(r, 505, "only HTTP/1.0 and HTTP/1.1 are served");
     } else {
       aot_http_error(r, 400, "malformed request line: expected 'HTTP/1.1' after the target");
@@ -117,6 +119,11 @@ int aot_http_parse_head(const char* buf, size_t n, aot_http_request_t* q, aot_ht
     while (v < vend && (*v == ' ' || *v == '\t')) v++;
     while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
     size_t vl = (size_t)(vend - v);
+    for (size_t k = 0; k < vl; k++)
+      if (((unsigned char)v[k] < 0x20 && v[k] != '\t') || v[k] == 0x7F) {
+        aot_http_error(r, 400, "malformed header value: a control character in %.*s", (int)nlen, line);
+        return -1;
+      }
 #define IS(name) (nlen == sizeof(name) - 1 && strncasecmp(line, name, nlen) == 0)
     if (IS("Content-Length") || IS("Inference-Header-Content-Length")) {
       int infer = IS("Inference-Header-Content-Length");
