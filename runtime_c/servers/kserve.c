@@ -31,6 +31,30 @@ const char* aot_kserve_dtype(aot_dtype_t d) {
   }
 }
 
+/* d as the bits of a binary float of `ebits` exponent and `mbits` mantissa bits (FP16: 5, 10;
+ * BF16: 8, 7), rounded to nearest, ties to even, from the double itself (numpy's float64 ->
+ * float16), not through a float (which would round twice). Every step is exact but rint. */
+static uint32_t narrow_float(double d, int ebits, int mbits) {
+  uint32_t sign = signbit(d) ? 1u << (ebits + mbits) : 0, inf = ((1u << ebits) - 1) << mbits;
+  if (isnan(d)) return sign | inf | (1u << (mbits - 1));
+  double a = fabs(d);
+  if (isinf(a)) return sign | inf;
+  if (a == 0) return sign;
+  int bias = (1 << (ebits - 1)) - 1, e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  int exp = e - 1;
+  if (exp < 1 - bias) /* subnormal: a count of the smallest step, 2^(1 - bias - mbits); a count
+                         of 2^mbits is the smallest normal's encoding, as it should be */
+    return sign | (uint32_t)rint(ldexp(a, bias - 1 + mbits));
+  double m = rint(ldexp(a, mbits - exp)); /* in [2^mbits, 2^(mbits+1)] */
+  if (m == ldexp(1.0, mbits + 1)) {
+    m /= 2;
+    exp++;
+  }
+  if (exp > bias) return sign | inf;
+  return sign | (uint32_t)(exp + bias) << mbits | ((uint32_t)m - (1u << mbits));
+}
+
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
   if (exp == 0x1F) {
@@ -135,6 +159,14 @@ static int fill_elements(const aot_sj_doc_t* d, uint32_t node, aot_dtype_t dt, u
       if (ok) ((float*)dst)[i] = fv;
       break;
     }
+    case AOT_DTYPE_FLOAT16:
+      ok = aot_sj_double(d, node, &dv) == 0;
+      if (ok) ((uint16_t*)dst)[i] = (uint16_t)narrow_float(dv, 5, 10);
+      break;
+    case AOT_DTYPE_BFLOAT16:
+      ok = aot_sj_double(d, node, &dv) == 0;
+      if (ok) ((uint16_t*)dst)[i] = (uint16_t)narrow_float(dv, 8, 7);
+      break;
     case AOT_DTYPE_FLOAT64:
       ok = aot_sj_double(d, node, &dv) == 0;
       if (ok) ((double*)dst)[i] = dv;

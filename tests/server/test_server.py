@@ -61,14 +61,31 @@ def mixed_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def halves_model() -> onnx.ModelProto:
+    """FP16 and BF16 inputs: f = float(h), g = float(b), and h back as FP16."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["h"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["b"], ["g"], to=TensorProto.FLOAT),
+         helper.make_node("Identity", ["h"], ["h_out"])],
+        "halves",
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT16, [8]),
+         helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [8])],
+        [helper.make_tensor_value_info("f", TensorProto.FLOAT, [8]),
+         helper.make_tensor_value_info("g", TensorProto.FLOAT, [8]),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT16, [8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("served")
     paths = make_samples.write_samples(out)
     paths["mixed"] = out / "mixed.onnx"
     onnx.save(mixed_model(), paths["mixed"])
+    paths["halves"] = out / "halves.onnx"
+    onnx.save(halves_model(), paths["halves"])
     compiled = {}
-    for name in MODELS + ["mixed"]:
+    for name in MODELS + ["mixed", "halves"]:
         compiled[name] = out / f"{name}.aot"
         aot.compile(paths[name], compiled[name])
     return compiled
@@ -281,6 +298,27 @@ def test_integer_data_is_checked(server, ids, phrase):
             '{"name":"x","datatype":"FP32","shape":[2,3],"data":[0,0,0,0,0,0]}]}' % ids).encode()
     status, _, answer = raw(server, post("/v2/models/mixed/infer", body))
     assert status == 400 and phrase in json.loads(answer)["error"], answer
+
+
+def test_fp16_and_bf16_as_json(server):
+    """JSON numbers rounded to FP16 and BF16 to nearest, ties to even, from the double (as
+    numpy's float64 -> float16): normal, subnormal, tie, overflow to inf, NaN; FP16 out as JSON."""
+    h = [1.0, -2.5, 65504.0, 65520.0, 6e-8, 1.0 + 2**-11, 0.1, float("nan")]
+    b = [1.0, -2.5, 3.0e38, 3.4e38, 1e-40, 1.0 + 2**-8, 0.1, float("-inf")]
+    body = json.dumps({"inputs": [{"name": "h", "datatype": "FP16", "shape": [8], "data": h},
+                                  {"name": "b", "datatype": "BF16", "shape": [8], "data": b}]}).encode()
+    status, _, answer = raw(server, post("/v2/models/halves/infer", body))
+    assert status == 200, answer
+    # 9 significant digits give a float32 back exactly: compare as float32
+    outs = {o["name"]: np.array(o["data"], np.float64).astype(np.float32) for o in json.loads(answer)["outputs"]}
+    with np.errstate(over="ignore"):  # 65520 overflows to inf, as it should
+        want_h = np.array(h, np.float64).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(outs["f"], want_h)  # 65520 -> inf, 1 + 2**-11 -> 1 (even)
+    np.testing.assert_array_equal(outs["h_out"], want_h)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    want_b = np.array(b, np.float64).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(outs["g"], want_b)
+    assert outs["g"][3] == np.inf and outs["g"][5] == 1.0 and outs["g"][4] != 0
 
 
 def test_nested_json_data_and_json_output(server, sessions):
