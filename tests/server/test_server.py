@@ -466,6 +466,54 @@ def test_seeded_garbage_never_takes_the_server_down(server, sessions):
     assert_good_request_served(server, sessions)
 
 
+def test_mutated_request_bodies_on_one_connection(server, sessions):
+    """400 mutated JSON and binary inference requests on one keep-alive connection: each is
+    answered (200, or an error as JSON), and the connection stays usable unless the answer
+    closes it."""
+    rng = np.random.default_rng(1)
+    x = mlp_input(9)
+    bodies = [
+        json.dumps({"id": "m", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 784], "data": x.tolist()}],
+                    "outputs": [{"name": "y", "parameters": {"binary_data": False}}]}).encode(),
+        json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 784],
+                                "data": x.ravel().tolist()}], "parameters": {"binary_data_output": True}}).encode(),
+    ]
+    header = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 784],
+                                     "parameters": {"binary_data_size": x.nbytes}}],
+                         "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}).encode()
+    special = [ord(c) for c in '[]{},:"\\e-.1 '] + [0, 0x80, 0xFF]
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    statuses = set()
+    try:
+        for k in range(400):
+            if k % 3 < 2:
+                body = bytearray(bodies[k % 3])
+                for at in rng.integers(0, len(body), int(rng.integers(1, 6))):
+                    body[at] = int(rng.choice(special))
+                if rng.random() < 0.2:
+                    body = body[: int(rng.integers(0, len(body)))]
+                request = post("/v2/models/mlp/infer", bytes(body))
+            else:
+                head = bytearray(header)
+                for at in rng.integers(0, len(head), int(rng.integers(1, 4))):
+                    head[at] = int(rng.integers(32, 127))
+                data = x.tobytes()[: int(rng.integers(0, x.nbytes + 8))]
+                request = post("/v2/models/mlp/infer", bytes(head) + data,
+                               f"Inference-Header-Content-Length: {int(rng.integers(0, len(head) + 5))}\r\n")
+            sock.sendall(request)
+            status, headers, answer = read_response(sock)
+            statuses.add(status)
+            if status != 200:
+                assert isinstance(json.loads(answer)["error"], str)
+            if headers["connection"] == "close":
+                sock.close()
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    finally:
+        sock.close()
+    assert statuses <= {200, 400} and 400 in statuses
+    assert_good_request_served(server, sessions)
+
+
 def test_keep_alive_and_pipelined_requests(server, sessions):
     x = lenet_input(11)
     one = post("/v2/models/lenet/infer", infer_json(x))
