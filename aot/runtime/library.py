@@ -54,6 +54,16 @@ def source_hash(root: Path = RUNTIME_DIR) -> str:
     return h.hexdigest()[:16]
 
 
+def server_source_hash(root: Path = RUNTIME_DIR) -> str:
+    """Hash of the files the inference server is built from: the runtime's and servers/."""
+    h = hashlib.sha256(source_hash(root).encode())
+    for f in sorted((root / "servers").glob("*.[ch]")):
+        h.update(f.name.encode() + b"\0")
+        h.update(f.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "aot"
@@ -64,6 +74,15 @@ def build_runtime(root: Path = RUNTIME_DIR, cache: Optional[Path] = None) -> Pat
     if not (root / "Makefile").is_file():
         raise RunError(f"C runtime sources not found at {root}")
     return build_cached(root, "all", f"runtime-{source_hash(root)}", LIB_NAME, "the C runtime", cache)
+
+
+def build_server(root: Path = RUNTIME_DIR, cache: Optional[Path] = None) -> Path:
+    """Build the KServe v2 HTTP server (runtime_c/servers, `make server`) into the cache, once
+    per source hash; return the aot_server executable's path."""
+    if not (root / "servers").is_dir():
+        raise RunError(f"inference server sources not found at {root / 'servers'}")
+    return build_cached(root, "server", f"server-{server_source_hash(root)}", "aot_server",
+                        "the inference server", cache)
 
 
 def build_cached(root: Path, make_target: str, name: str, product: str, what: str,
