@@ -34,24 +34,40 @@ I64 = ir.IntType(64)
 
 @dataclass(frozen=True)
 class FloatFormat:
+    """A float type for the bodies below: scalar, or a vector of `lanes` (the bodies are
+    branch-free selects and arithmetic, so one body serves both; constants splat)."""
+
     ty: ir.Type
-    ity: ir.IntType
+    ity: ir.Type
     mant: int  # stored mantissa bits
     bias: int
     suffix: str
+    lanes: int = 0  # 0: scalar
+
+    @property
+    def single(self) -> bool:
+        return self.mant == 23
 
     def c(self, value: float) -> ir.Constant:
-        return ir.Constant(self.ty, value)
+        return ir.Constant(self.ty, [value] * self.lanes if self.lanes else value)
 
     def ci(self, value: int) -> ir.Constant:
-        return ir.Constant(self.ity, value)
+        return ir.Constant(self.ity, [value] * self.lanes if self.lanes else value)
 
 
 FMT32 = FloatFormat(F32, I32, 23, 127, "f32")
 FMT64 = FloatFormat(F64, I64, 52, 1023, "f64")
 
+# the functions whose bodies take vectors (VECTOR_FUNCTIONS): no integer-indexed tables,
+# no f64 detour; the rest are called lane by lane on vectors
+VECTOR_FUNCTIONS = frozenset({"exp", "log", "tanh", "logistic", "erf"})
+
 
 def float_format(ty: ir.Type) -> FloatFormat:
+    if isinstance(ty, ir.VectorType):
+        scalar = float_format(ty.element)
+        return FloatFormat(ty, ir.VectorType(scalar.ity, ty.count), scalar.mant, scalar.bias,
+                           f"v{ty.count}{scalar.suffix}", ty.count)
     return FMT64 if isinstance(ty, ir.DoubleType) else FMT32
 
 
@@ -174,7 +190,8 @@ class MathLib:
         return self._call(b, "logistic", [x], _logistic_body)
 
     def erf(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        if isinstance(x.type, ir.FloatType):
+        element = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+        if isinstance(element, ir.FloatType):
             # f32 (GELU's hot path): a rational approximation that vectorizes, not the f64 series
             return self._call(b, "erf_f32", [x], _erf_f32_body)
         return self._call(b, "erf", [x], _erf_body)
@@ -240,7 +257,7 @@ def _pow2(b: ir.IRBuilder, n: ir.Value, fmt: FloatFormat) -> ir.Value:
 
 def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
     (x,) = args
-    if fmt is FMT32:
+    if fmt.single:
         hi, lo, degree = 89.0, -104.0, 7
         ln2_hi, ln2_lo = 0.693145751953125, 1.428606765330187045e-06
     else:
@@ -271,7 +288,7 @@ def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
 
 def _log_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
     (x,) = args
-    terms = 6 if fmt is FMT32 else 12
+    terms = 6 if fmt.single else 12
     min_normal = 2.0 ** (1 - fmt.bias)
     scale_bits = fmt.mant + 1
     subnormal = b.fcmp_ordered("<", x, fmt.c(min_normal))
@@ -289,7 +306,7 @@ def _log_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
     s2 = b.fmul(s, s)
     log_m = b.fmul(s, _horner(b, s2, [2.0 / (2 * k + 1) for k in range(terms)], fmt))
     ef = b.sitofp(e, fmt.ty)
-    ln2_hi, ln2_lo = (0.693145751953125, 1.428606765330187045e-06) if fmt is FMT32 else (6.93147180369123816490e-01, 1.90821492927058770002e-10)
+    ln2_hi, ln2_lo = (0.693145751953125, 1.428606765330187045e-06) if fmt.single else (6.93147180369123816490e-01, 1.90821492927058770002e-10)
     result = b.fadd(b.fmul(ef, fmt.c(ln2_hi)), b.fadd(log_m, b.fmul(ef, fmt.c(ln2_lo))))
     result = b.select(b.fcmp_ordered("==", x, fmt.c(math.inf)), fmt.c(math.inf), result)
     result = b.select(b.fcmp_ordered("==", x, fmt.c(0.0)), fmt.c(-math.inf), result)
@@ -298,7 +315,7 @@ def _log_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
 
 def _tanh_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFormat) -> ir.Value:
     (x,) = args
-    saturate, terms = (9.0, 9) if fmt is FMT32 else (20.0, 17)
+    saturate, terms = (9.0, 9) if fmt.single else (20.0, 17)
     a = lib.fabs(b, x)
     # small |x|: odd Taylor series (no cancellation); large: 1 - 2/(exp(2|x|)+1)
     x2 = b.fmul(x, x)

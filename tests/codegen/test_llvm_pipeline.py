@@ -70,3 +70,17 @@ def test_packed_conv_bodies_are_marked_and_pointwise_ones_are_not():
         assert body is not None and body.own_vectors is marked, body
         _, text = kernel_body(plan, HASWELL, index, machine)
         assert text.startswith(OWN_VECTORS) is marked
+
+
+def test_own_vector_code_runs_o2_and_other_code_o3(monkeypatch):
+    import llvmlite.binding as llvm
+    levels = []
+    real = llvm.create_pipeline_tuning_options
+
+    def spy(speed_level: int = 2):
+        levels.append(speed_level)
+        return real(speed_level=speed_level)
+    monkeypatch.setattr(llvm, "create_pipeline_tuning_options", spy)
+    _optimized("")
+    _optimized(OWN_VECTORS)
+    assert levels == [3, 2]

@@ -3,6 +3,7 @@ at special values; rem exact; f16 results of the functions computed in f64, roun
 loadable (no libgcc conversion call)."""
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import aot
 from aot.codegen.cpu import CpuTarget
+from aot.codegen.math import VECTOR_FUNCTIONS, MathLib
 from aot.ir import DType
 from codegen_util import (FLOATS, HOST, Compiled, PlanBuilder, check, graph_with_inputs, ir_dtype, rand, simple_plan,
                           specials)
@@ -245,3 +247,47 @@ def test_onnx_f16_inverse_trig_matches_onnxruntime(op, tmp_path):
     ulps = np.abs(got[~nan].view(np.int16).astype(np.int32) - want[~nan].view(np.int16).astype(np.int32))
     assert ulps.max() <= 1, f"{op}: {ulps.max()} f16 ulp from onnxruntime"
     _same_f16(got, np.arctan(x.astype(np.float64)).astype(np.float16), "atan")
+
+
+# -- vector bodies ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(VECTOR_FUNCTIONS))
+def test_vector_bodies_equal_the_scalar_ones_lane_by_lane(name):
+    # vector_epilogue calls these on whole vectors where the element path calls them per
+    # element: the results must be the same bits, specials included
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    lanes = 8
+    f32, vec = ir.FloatType(), ir.VectorType(ir.FloatType(), lanes)
+    module = ir.Module(name="vector_math")
+    module.triple = HOST.triple
+    lib = MathLib(module, HOST)
+    ptr = f32.as_pointer()
+    for label, lanewise in (("scalar", True), ("vector", False)):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr]), name=label)
+        b = ir.IRBuilder(fn.append_basic_block())
+        x, y = fn.args
+        if lanewise:
+            for lane in range(lanes):
+                at = [ir.Constant(ir.IntType(64), lane)]
+                b.store(getattr(lib, name)(b, b.load(b.gep(x, at))), b.gep(y, at))
+        else:
+            b.store(getattr(lib, name)(b, b.load(b.bitcast(x, vec.as_pointer()), align=4)), b.bitcast(y, vec.as_pointer()),
+                    align=4)
+        b.ret_void()
+    machine = HOST.target_machine()
+    module.data_layout = str(machine.target_data)
+    parsed = llvm.parse_assembly(str(module))
+    engine = llvm.create_mcjit_compiler(parsed, machine)
+    engine.finalize_object()
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+    scalar, vector = (call(engine.get_function_address(label)) for label in ("scalar", "vector"))
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.uniform(-20, 20, 4000), rng.uniform(-1, 1, 4000), specials(np.float32),
+                             [1e-40, -1e-40, 88.8, -104.5, 1e30]]).astype(np.float32)
+    values = np.concatenate([values, np.zeros(-len(values) % lanes, np.float32)])
+    for chunk in values.reshape(-1, lanes):
+        x = np.ascontiguousarray(chunk)
+        want, got = np.empty_like(x), np.empty_like(x)
+        scalar(x.ctypes.data, want.ctypes.data)
+        vector(x.ctypes.data, got.ctypes.data)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{name} at {x}")

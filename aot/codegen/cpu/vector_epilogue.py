@@ -14,8 +14,9 @@ emitted once per run on <count x f32> vectors:
     scalar path would at the run's first element, and splat;
   - a param of the root's shape (a residual) is one vector load at the run's offset;
   - elementwise f32 ops (add, sub, mul, div, max, min, neg, abs, sqrt, compare,
-    select) run on the vectors; transcendentals (exp, tanh, logistic, erf, ...)
-    call the scalar math function lane by lane, as the element path does.
+    select) run on the vectors, and so do exp, log, tanh, logistic and erf (math.py's
+    bodies take vectors); other transcendentals call the scalar math function lane by
+    lane, as the element path does.
 
 Anything else (other dtypes, index-mapping ops between the contraction and the root,
 a leaf that varies along the run in another way) is not vectorizable: store_run then
@@ -31,7 +32,7 @@ from aot.codegen.cpu.body import KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue
 from aot.codegen.loops import const_i64
-from aot.codegen.math import F32, intrinsic
+from aot.codegen.math import F32, VECTOR_FUNCTIONS, intrinsic
 from aot.ir.graph import Node, Value
 from aot.ir.ops import ELEMENTWISE
 from aot.ir.types import DType
@@ -222,8 +223,11 @@ class _VectorEpilogue:
             return compare(direction, args[0], args[1], name=node.out.name)
         if op == "select":
             return b.select(args[0], args[1], args[2], name=node.out.name)
-        # a transcendental: the element path's function, lane by lane
+        # a transcendental: the element path's function, on the vector where its body takes
+        # vectors (the same operations per lane, so the same results), else lane by lane
         function = getattr(self.ctx.elemental.lib, op)
+        if op in VECTOR_FUNCTIONS:
+            return function(b, args[0])
         result: ir.Value = ir.Constant(args[0].type, None)
         for lane in range(self.count):
             result = b.insert_element(result, function(b, b.extract_element(args[0], I32(lane))), I32(lane))
