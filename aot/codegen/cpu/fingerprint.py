@@ -102,7 +102,7 @@ def kernel_fingerprints(kernels: list[Kernel], targets: list[CpuTarget], weight_
     described = [_describe(kernel) for kernel in kernels]
     fingerprints = []
     for target in targets:
-        header = f"aot kernel fingerprint 1\n{digest}\n{target.triple}\n{target.cpu}\n{target.features}\n" \
+        header = f"aot kernel fingerprint 2\n{digest}\n{target.triple}\n{target.cpu}\n{target.features}\n" \
                  f"weights {weight_bytes}\n"
         fingerprints.append([None if text is None else hashlib.sha256((header + text).encode()).hexdigest()
                              for text in described])
@@ -110,15 +110,27 @@ def kernel_fingerprints(kernels: list[Kernel], targets: list[CpuTarget], weight_
 
 
 def _describe(kernel: Kernel) -> str | None:
-    """The kernel as text, names left out; None where an attribute cannot be encoded."""
+    """The kernel as text, names left out; None where an attribute cannot be encoded.
+
+    Two kernels of one description compute the same values from the same params, so one
+    body serves both: the nodes go in a canonical order (depth first from the root, the
+    order the graph happened to list them in does not shape the code), and a param made
+    by a constant is described by its type alone: the body reads it through its pointer,
+    and its values are weights (mobilenetv2's inverted residual blocks differ only there:
+    54 kernels, 32 bodies)."""
     positions: dict[int, str] = {id(p): f"p{i}" for i, p in enumerate(kernel.params)}
     parts = []
     try:
         for i, param in enumerate(kernel.params):
             producer = param.producer
-            outside = "input" if producer is None else f"{producer.op} {_encode(producer.attrs, positions)}"
+            if producer is None:
+                outside = "input"
+            elif producer.op == "constant":  # its values left out: weights, read through the pointer
+                outside = f"constant {_encode({k: v for k, v in producer.attrs.items() if k != 'value'}, positions)}"
+            else:
+                outside = f"{producer.op} {_encode(producer.attrs, positions)}"
             parts.append(f"p{i}: {_encode(param.type, positions)} from {outside}\n")
-        for i, node in enumerate(kernel.nodes):
+        for i, node in enumerate(_canonical_order(kernel)):
             inputs = ", ".join(_reference(v, positions) for v in node.inputs)
             parts.append(f"n{i} = {node.op}({inputs}) {_encode(node.attrs, positions)}: {_encode(node.out.type, positions)}\n")
             positions[id(node.out)] = f"n{i}"
@@ -126,6 +138,36 @@ def _describe(kernel: Kernel) -> str | None:
     except _Unknown:
         return None
     return "".join(parts)
+
+
+def _canonical_order(kernel: Kernel) -> list[Node]:
+    """kernel.nodes depth first from the root (inputs in operand order), then any node the
+    root does not reach, in their own order."""
+    fused = {id(node): node for node in kernel.nodes}
+    order: list[Node] = []
+    placed: set[int] = set()
+
+    def visit(node: Node) -> None:
+        stack: list[tuple[Node, int]] = [(node, 0)]
+        while stack:
+            current, next_input = stack.pop()
+            if next_input == 0 and id(current) in placed:
+                continue
+            inputs = [v.producer for v in current.inputs if v.producer is not None and id(v.producer) in fused]
+            if next_input < len(inputs):
+                stack.append((current, next_input + 1))
+                if id(inputs[next_input]) not in placed:
+                    stack.append((inputs[next_input], 0))
+                continue
+            if id(current) not in placed:
+                placed.add(id(current))
+                order.append(current)
+
+    if kernel.root.producer is not None and id(kernel.root.producer) in fused:
+        visit(kernel.root.producer)
+    for node in kernel.nodes:
+        visit(node)
+    return order
 
 
 def _reference(value: Value, positions: dict[int, str]) -> str:
