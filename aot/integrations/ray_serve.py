@@ -3,7 +3,7 @@
     from ray import serve
     from aot.integrations.ray_serve import deployment
     handle = serve.run(deployment("lenet.aot", num_replicas=2))
-    probs = handle.remote({"x": x}).result()["softmax"]       # dict of numpy arrays in and out
+    probs = handle.remote({"x": x}).result()["y"]       # dict of numpy arrays in and out
 
 Needs the `aot-compiler[ray]` extra (ray[serve]); importing this module without it is a
 MissingDependencyError (an ImportError too) that says so.
