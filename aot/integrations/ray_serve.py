@@ -32,6 +32,10 @@ Ray (`ray_actor_options={"num_cpus": threads}`), so replicas on one machine do n
 oversubscribe it. The run itself goes to a worker thread (ctypes releases the GIL), so a
 replica keeps taking requests into the next batch while one runs.
 
+Compile before `ray.init()` in the same process, or with AOT_JOBS=1: aot.compile forks its
+compile workers, and a fork of a process that runs Ray's threads can hang (Ray's threads
+outlive ray.shutdown()).
+
 The artifact: a path each replica opens (it must exist on every node that runs one), or
 the artifact's bytes, which travel with the deployment (Ray keeps them with its config:
 fine for small models, a shared path for large ones).
@@ -48,6 +52,7 @@ import numpy as np
 from aot.artifact import read_artifact
 from aot.errors import AotError, ArgumentError, MissingDependencyError
 from aot.integrations.rows import Arrays, RowRunner, batch_rows
+from aot.runtime.session import Session  # loads the C runtime only when a Session opens: in the replicas
 
 try:
     from ray import serve
@@ -66,8 +71,6 @@ class AotReplica:
     Serve calls it from one event loop; runs go to a worker thread one at a time (the Session's lock)."""
 
     def __init__(self, artifact: Artifact, threads: int, max_batch_size: int, batch_wait_timeout_s: float):
-        from aot.runtime.session import Session  # here: loads the C runtime in the replica, not the driver
-
         self._session = Session(artifact, threads=threads)
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
         batch = batch_rows([t.shape for t in inputs], [t.shape for t in outputs])
