@@ -4,14 +4,14 @@
     session = aot.Session("model.aot")
     outputs = session.run(None, {"x": x})
 """
-from aot.errors import (AotError, ArgumentError, ArtifactError, CodegenError, IRError, ModelError,
-                        RunError, UnsupportedError)
+from aot.errors import (AotError, ArgumentError, ArtifactError, CodegenError, IRError, MissingDependencyError,
+                        ModelError, RunError, UnsupportedError)
 
 from aot.version import __version__
 
 __all__ = [
-    "AotError", "ArgumentError", "ArtifactError", "CodegenError", "IRError", "ModelError", "RunError",
-    "UnsupportedError", "Session", "DeviceArray", "compile", "__version__",
+    "AotError", "ArgumentError", "ArtifactError", "CodegenError", "IRError", "MissingDependencyError", "ModelError",
+    "RunError", "UnsupportedError", "Session", "DeviceArray", "compile", "__version__",
 ]
 
 

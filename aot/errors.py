@@ -52,6 +52,12 @@ class RunError(AotError):
     """Running an artifact failed (wrong input shape/dtype, runtime status)."""
 
 
+class MissingDependencyError(AotError, ImportError):
+    """An optional part of aot needs a package that is not installed (`aot.integrations.ray_serve`
+    needs ray[serve]); the message names the extra that brings it. Also an ImportError, so code that
+    probes for an optional feature with `except ImportError` keeps working."""
+
+
 Dims = Sequence[int | str]
 
 

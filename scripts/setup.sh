@@ -117,8 +117,8 @@ if ! venv_works; then
   fi
 fi
 
-# The package (editable) with its test extras, into the venv only.
-"$VENV/bin/python" -m pip install -q -e ".[test]"
+# The package (editable) with its test extras, and Ray Serve for tests/integrations, into the venv only.
+"$VENV/bin/python" -m pip install -q -e ".[test,ray]"
 # Build the C runtime now (Python builds it on first use otherwise).
 make -s -C runtime_c
 

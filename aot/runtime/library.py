@@ -1,6 +1,9 @@
 """Finding, building and loading the C runtime library (libaot_runtime.so).
 
 - ``AOT_RUNTIME_LIB`` (path to ``libaot_runtime.so``) wins when set;
+- then the library a wheel ships, built when the wheel was (setup.py), at
+  ``aot/_runtime_c/prebuilt/libaot_runtime.so``: no compiler needed. Should it not
+  load here (another platform, an older glibc), the sources are built as below;
 - otherwise the C sources (``aot/_runtime_c`` in an installed wheel,
   ``runtime_c/`` in a source checkout) are built with
   ``make -C <sources> BUILD_DIR=...`` into
@@ -35,6 +38,8 @@ def _runtime_sources() -> Path:
 
 RUNTIME_DIR = _runtime_sources()
 LIB_NAME = "libaot_runtime.so"
+# where setup.py puts the library in a wheel; a source checkout has none
+PREBUILT_DIR = RUNTIME_DIR / "prebuilt"
 
 
 def _source_files(root: Path) -> list[Path]:
@@ -120,11 +125,18 @@ def build_cached(root: Path, make_target: str, name: str, product: str, what: st
     return built
 
 
+def prebuilt_library() -> Optional[Path]:
+    """The library a wheel ships, if this install has one."""
+    path = PREBUILT_DIR / LIB_NAME
+    return path if path.is_file() else None
+
+
 def library_path() -> Path:
+    """AOT_RUNTIME_LIB, else the wheel's prebuilt library, else one built from the sources."""
     env = os.environ.get("AOT_RUNTIME_LIB")
     if env:
         return Path(env)
-    return build_runtime()
+    return prebuilt_library() or build_runtime()
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,4 +154,14 @@ def _load(path: str) -> ctypes.CDLL:
 
 def load_library() -> ctypes.CDLL:
     """The C runtime, declared for ctypes (found or built on first use)."""
-    return _load(str(library_path()))
+    path = library_path()
+    try:
+        return _load(str(path))
+    except RunError as prebuilt_error:
+        if path != prebuilt_library() or os.environ.get("AOT_RUNTIME_LIB"):
+            raise
+        # a wheel built elsewhere (another glibc, another ABI): fall back to the sources it ships
+        try:
+            return _load(str(build_runtime()))
+        except RunError as e:
+            raise RunError(f"{prebuilt_error}\nand building it from source failed: {e}") from None

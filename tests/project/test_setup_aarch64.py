@@ -11,6 +11,8 @@ import pytest
 
 from paths_util import ROOT
 
+# The compilers' stubs read the probe piped into them: setup.sh runs under pipefail, and a stub
+# that exited first would now and then fail the probe's echo (SIGPIPE) and so the probe.
 # Each stub appends "NAME ARGS" to $STUB_LOG. apt-get "installs" a package by making the file
 # its stub looks for; an update fails while arm64 is a dpkg architecture and NO_ARM64 is set.
 APT_GET = """#!/bin/bash
@@ -23,7 +25,7 @@ case " $* " in
   *" install "*)
     for package in $*; do
       case "$package" in
-        gcc-aarch64-linux-gnu) printf '#!/bin/bash\\n[ -e "$STUB_DIR/zstd-arm64" ]\\n' > "$STUB_DIR/cross-cc"; chmod +x "$STUB_DIR/cross-cc" ;;
+        gcc-aarch64-linux-gnu) printf '#!/bin/bash\\ncat > /dev/null\\n[ -e "$STUB_DIR/zstd-arm64" ]\\n' > "$STUB_DIR/cross-cc"; chmod +x "$STUB_DIR/cross-cc" ;;
         qemu-user) printf '#!/bin/bash\\n' > "$STUB_DIR/qemu"; chmod +x "$STUB_DIR/qemu" ;;
         libzstd-dev:arm64) touch "$STUB_DIR/zstd-arm64" ;;
       esac

@@ -78,7 +78,7 @@ def test_setup_installs_python3_venv_waits_for_apts_lock_and_installs_into_the_v
     assert apt == [f"apt-get {wait} update -qq"] * 3 + [f"apt-get {wait} install -y -qq python3-venv python3.11-venv"]
     assert proc.stderr.count("apt is busy (another process holds its lock); waiting") == 2
     assert log.count("sleep 10") == 2
-    assert "venv-python -m pip install -q -e .[test]" in log
+    assert "venv-python -m pip install -q -e .[test,ray]" in log
     assert not any(line.startswith("python -m pip") for line in log)  # never into the system Python
     assert "make -s -C runtime_c" in log
     assert f"source {tmp_path / 'venv'}/bin/activate" in proc.stdout
@@ -101,4 +101,4 @@ def test_setup_reuses_a_working_venv(tmp_path):
     again, log = _setup(tmp_path)
     assert again.returncode == 0, again.stderr
     assert not any(line.startswith(("apt-get", "python -m venv")) for line in log)
-    assert "venv-python -m pip install -q -e .[test]" in log
+    assert "venv-python -m pip install -q -e .[test,ray]" in log
