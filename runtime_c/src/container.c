@@ -3,8 +3,11 @@
  * The input is hostile: every field is checked before use, bounds checks are
  * written `off <= len && n <= len - off` so they cannot wrap, and every error
  * names the section it concerns. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "internal.h"
@@ -52,11 +55,34 @@ static aot_status_t parse_entry(const uint8_t* e, uint32_t index, aot__section_t
   return AOT_OK;
 }
 
-aot_status_t aot__container_parse(const void* data, size_t size, aot__container_t* out,
-                                  aot_error_t* err) {
+/* Drop the whole pages inside [at, at + n) of a release_behind container's mapping. */
+static void release(const aot__container_t* c, const uint8_t* at, size_t n) {
+  if (!c->release_behind || n == 0) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t first = ((uintptr_t)at + page - 1) / page * page;
+  uintptr_t end = ((uintptr_t)at + n) / page * page;
+  if (end > first) (void)madvise((void*)first, end - first, MADV_DONTNEED);
+}
+
+/* CRC-32 of n bytes at p, read (and released) a window at a time. */
+static uint32_t crc_released(const aot__container_t* c, const uint8_t* p, uint64_t n) {
+  uint32_t crc = 0;
+  while (n) {
+    size_t step = n < AOT__STREAM_WINDOW ? (size_t)n : AOT__STREAM_WINDOW;
+    crc = aot__crc32(crc, p, step);
+    release(c, p, step);
+    p += step;
+    n -= step;
+  }
+  return crc;
+}
+
+aot_status_t aot__container_parse_mapped(const void* data, size_t size, int release_behind,
+                                         aot__container_t* out, aot_error_t* err) {
   const uint8_t* p = (const uint8_t*)data;
   uint64_t n = (uint64_t)size;
   memset(out, 0, sizeof *out);
+  out->release_behind = release_behind;
   if (!p && n) return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "data is NULL");
   if (n < HEADER_SIZE)
     return aot__fail(err, AOT_ERR_FORMAT,
@@ -136,7 +162,7 @@ aot_status_t aot__container_parse(const void* data, size_t size, aot__container_
   }
   for (uint32_t i = 0; i < count; i++) {
     const aot__section_t* s = &out->sections[i];
-    uint32_t c = aot__crc32(0, p + s->offset, (size_t)s->stored_size);
+    uint32_t c = crc_released(out, p + s->offset, s->stored_size);
     if (c != s->crc32)
       return aot__fail(err, AOT_ERR_CHECKSUM,
                        "section '%s': checksum mismatch (stored 0x%08x, computed 0x%08x)", s->name,
@@ -152,6 +178,44 @@ const aot__section_t* aot__container_find(const aot__container_t* c, const char*
   for (uint32_t i = 0; i < c->count; i++)
     if (strcmp(c->sections[i].name, name) == 0) return &c->sections[i];
   return NULL;
+}
+
+/* Decode zstd section s into buf (raw_size bytes) a window of input at a time, releasing
+ * each window behind it. */
+static aot_status_t decode_stream(const aot__container_t* c, const aot__section_t* s,
+                                  const uint8_t* src, uint8_t* buf, aot_error_t* err) {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  if (!dctx) return aot__fail(err, AOT_ERR_NO_MEMORY, "section '%s': out of memory", s->name);
+  ZSTD_outBuffer out = {buf, (size_t)s->raw_size, 0};
+  size_t left = 1; /* ZSTD_decompressStream's hint: 0 once the frame is complete */
+  uint64_t done = 0;
+  aot_status_t st = AOT_OK;
+  while (left != 0 && done < s->stored_size && st == AOT_OK) {
+    size_t step = s->stored_size - done < AOT__STREAM_WINDOW ? (size_t)(s->stored_size - done)
+                                                              : AOT__STREAM_WINDOW;
+    ZSTD_inBuffer in = {src + done, step, 0};
+    while (left != 0 && in.pos < in.size) {
+      size_t in_before = in.pos, out_before = out.pos;
+      left = ZSTD_decompressStream(dctx, &out, &in);
+      if (ZSTD_isError(left)) {
+        st = aot__fail(err, AOT_ERR_FORMAT, "section '%s': zstd decompression failed: %s",
+                       s->name, ZSTD_getErrorName(left));
+        break;
+      }
+      if (left != 0 && in.pos == in_before && out.pos == out_before) { /* output is full */
+        st = aot__fail(err, AOT_ERR_FORMAT, "section '%s': decompresses to more than raw size %llu",
+                       s->name, (unsigned long long)s->raw_size);
+        break;
+      }
+    }
+    release(c, src + done, in.pos);
+    done += in.pos;
+  }
+  ZSTD_freeDCtx(dctx);
+  if (st == AOT_OK && (left != 0 || out.pos != s->raw_size))
+    st = aot__fail(err, AOT_ERR_FORMAT, "section '%s': decompressed to %zu bytes, raw size says %llu",
+                   s->name, out.pos, (unsigned long long)s->raw_size);
+  return st;
 }
 
 aot_status_t aot__section_decode(const aot__container_t* c, const aot__section_t* s,
@@ -186,7 +250,19 @@ aot_status_t aot__section_decode(const aot__container_t* c, const aot__section_t
     return aot__fail(err, AOT_ERR_NO_MEMORY, "section '%s': cannot allocate %llu bytes", s->name,
                      (unsigned long long)s->raw_size);
   if (s->codec == AOT_CODEC_NONE) {
-    if (s->raw_size) memcpy(buf, src, (size_t)s->raw_size);
+    for (uint64_t at = 0; at < s->raw_size; at += AOT__STREAM_WINDOW) {
+      size_t step = s->raw_size - at < AOT__STREAM_WINDOW ? (size_t)(s->raw_size - at)
+                                                          : AOT__STREAM_WINDOW;
+      memcpy(buf + at, src + at, step);
+      release(c, src + at, step);
+    }
+  } else if (c->release_behind) {
+    release(c, src, (size_t)s->stored_size); /* what the frame checks above touched */
+    aot_status_t st = decode_stream(c, s, src, buf, err);
+    if (st) {
+      free(buf);
+      return st;
+    }
   } else {
     size_t got = ZSTD_decompress(buf, (size_t)s->raw_size, src, (size_t)s->stored_size);
     if (ZSTD_isError(got)) {

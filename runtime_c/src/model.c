@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -603,14 +604,14 @@ static aot_status_t read_manifest(const aot__container_t* c, budget_t* b, uint8_
   return AOT_OK;
 }
 
-static aot_status_t open_model(const void* data, size_t size, budget_t* b, aot_model_t* m,
-                               aot_error_t* err) {
+static aot_status_t open_model(const void* data, size_t size, int mapped, budget_t* b,
+                               aot_model_t* m, aot_error_t* err) {
   aot__container_t* c = malloc(sizeof *c);
   if (!c) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   aot__json_doc_t* doc = NULL;
   uint8_t* text = NULL;
   const aot__json_t* root = NULL;
-  aot_status_t st = aot__container_parse(data, size, c, err);
+  aot_status_t st = aot__container_parse_mapped(data, size, mapped, c, err);
   if (st) goto done;
   if ((st = read_manifest(c, b, &text, &doc, &root, err))) goto done;
   int64_t version;
@@ -701,13 +702,13 @@ static aot_status_t read_options(const aot_model_options_t* o, budget_t* b, aot_
   return AOT_OK;
 }
 
-static aot_status_t open_memory(const void* data, size_t size, budget_t* b,
+static aot_status_t open_memory(const void* data, size_t size, int mapped, budget_t* b,
                                 aot_model_t** out_model, aot_error_t* err) {
   aot_model_t* m = calloc(1, sizeof *m);
   if (!m) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   m->code.fd = -1;
   m->magic = AOT__MODEL_MAGIC;
-  aot_status_t st = open_model(data, size, b, m, err);
+  aot_status_t st = open_model(data, size, mapped, b, m, err);
   if (st) {
     aot_model_close(m);
     return st;
@@ -725,7 +726,7 @@ aot_status_t aot_model_open_memory_with_options(const void* data, size_t size,
   budget_t b;
   aot_status_t st = read_options(options, &b, err);
   if (st) return st;
-  return open_memory(data, size, &b, out_model, err);
+  return open_memory(data, size, 0, &b, out_model, err);
 }
 
 aot_status_t aot_model_open_memory(const void* data, size_t size, aot_model_t** out_model,
@@ -760,6 +761,16 @@ aot_status_t aot_model_open_file_with_options(const char* path, const aot_model_
     aot__error_prefix(err, "'%s': ", path);
     return st;
   }
+  /* Mapped, the file's pages are dropped as each section is checked and decoded
+   * (container.c: release_behind), so opening holds the decoded weights and a few MB
+   * rather than the whole file besides them. Where it cannot be mapped, it is read. */
+  void* map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  if (map != MAP_FAILED) {
+    close(fd);
+    st = open_memory(map, size, 1, &b, out_model, err);
+    munmap(map, size);
+    return st;
+  }
   uint8_t* buf = malloc(size ? size : 1);
   if (!buf) {
     close(fd);
@@ -774,7 +785,7 @@ aot_status_t aot_model_open_file_with_options(const char* path, const aot_model_
   }
   close(fd);
   /* A file that shrank while read is judged by the bytes actually read. */
-  st = open_memory(buf, got, &b, out_model, err);
+  st = open_memory(buf, got, 0, &b, out_model, err);
   free(buf);
   return st;
 }

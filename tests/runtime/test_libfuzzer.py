@@ -23,7 +23,7 @@ FUZZ_SECONDS = 60
 # functions every seed passes through (the runtime's internal API between its modules,
 # and the table entry parser): the container, decoding, checksums, the manifest, the
 # code lookup and a run; and the files they live in
-DEEP = {"parse_entry", "aot__container_parse", "aot__section_decode", "aot__crc32", "aot__json_parse",
+DEEP = {"parse_entry", "aot__container_parse_mapped", "aot__section_decode", "aot__crc32", "aot__json_parse",
         "aot__gpu_plan_parse", "parse_launch",
         "aot__code_load", "aot_model_open_memory", "aot_context_create", "aot_run"}
 DEEP_FILES = {"container.c", "crc32.c", "json.c", "model.c", "loader.c", "context.c", "status.c", "gpu_plan.c"}
