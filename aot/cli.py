@@ -137,6 +137,10 @@ compile_options = [
     click.option("--gpu-matmul-precision", "gpu_matmul_precision", default=None,
                  help="f32 matrix multiplies in cuda code: fp32, or tf32 (tensor cores, inputs rounded to "
                       "10 mantissa bits: changes results)  [default: fp32]"),
+    click.option("--weights-codec", "weights_codec", type=click.Choice(["zstd", "none"]), default="zstd",
+                 show_default=True,
+                 help="none: weights stored uncompressed and aligned, read in place from the mapped file "
+                      "(near-instant open, pages shared between processes; a larger file)"),
     *DONATION_OPTIONS,
     click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), help="write the IR after every pass to DIR"),
     click.option("--explain", type=click.Choice(["fusion"]), help="print why ops were (not) fused"),
@@ -156,8 +160,12 @@ def _with_compile_options(fn: Any) -> Any:
 def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tuple[str, ...], target: str,
              cpu: str | None, sm: str | None, gpu_matmul_precision: str | None, donate: tuple[str, ...],
              no_infer_donation: bool, dump_ir: Path | None, explain: str | None, verbose: bool,
-             no_cache: bool = False, emit: str = "artifact", name: str | None = None) -> None:
+             no_cache: bool = False, emit: str = "artifact", name: str | None = None,
+             weights_codec: str = "zstd") -> None:
     if emit == "c":
+        if weights_codec != "zstd":
+            _fail(ArgumentError(f"--weights-codec {weights_codec} does not go with --emit c: the object holds "
+                                f"its weights as they are"))
         _emit_c(model, output, name, shape, bind, target, cpu, sm, gpu_matmul_precision, donate, no_infer_donation,
                 dump_ir, explain, verbose, no_cache)
         return
@@ -194,7 +202,7 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
             reporter.phase("import")
             result = compile_model(model, output, shapes=shapes, bind=_load_arrays(bind, "--bind"), target=target,
                                    cpu=cpu, sm=sm, gpu_matmul_precision=gpu_matmul_precision or "fp32",
-                                   donate=donations, infer_donation=not no_infer_donation, dump_ir=dump_ir, log=log)
+                                   weights_codec=weights_codec, donate=donations, infer_donation=not no_infer_donation, dump_ir=dump_ir, log=log)
     except AotError as err:
         _fail(err)
     if explain == "fusion":

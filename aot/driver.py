@@ -303,6 +303,7 @@ def compile_model(
     cpu: str | None = None,
     sm: str | Sequence[str] | None = None,
     gpu_matmul_precision: str = "fp32",
+    weights_codec: str = "zstd",
     donate: Mapping[str, str] | None = None,
     infer_donation: bool = True,
     dump_ir: str | os.PathLike | None = None,
@@ -320,6 +321,9 @@ def compile_model(
     matrix multiplies on tensor cores with their inputs rounded to tf32 (10 mantissa bits),
     which changes results; the manifest's cuda entry records it. f16/bf16 ones use tensor
     cores either way.
+    `weights_codec` "zstd" (default: the smallest file) or "none": the weights stored as they
+    are, 64-byte aligned, so the C runtime reads them in place from the mapped file (opening
+    is near-instant and processes opening one file share its pages) at the cost of size.
     `donate` ({input name: output name}) lets an output take over an input's buffer (a KV
     cache updated in place: the caller may pass one buffer for both, see aot/donations.py);
     with `infer_donation` (default) the model's names imply more pairs (past_keys ->
@@ -344,6 +348,8 @@ def compile_model(
         raise ArgumentError(f"cpu {cpu!r} is given but target {target!r} has no CPU; use target 'cpu' or 'cpu,cuda'")
     sms = check_sms(sm) if wants_gpu else ()
     check_matmul_precision(gpu_matmul_precision)
+    if weights_codec not in ("zstd", "none"):
+        raise ArgumentError(f"weights_codec {weights_codec!r}: choose zstd or none")
     if gpu_matmul_precision != "fp32" and not wants_gpu:
         raise ArgumentError(f"gpu_matmul_precision {gpu_matmul_precision!r} is given but target {target!r} has no GPU; "
                             f"use target 'cuda' or 'cpu,cuda'")
@@ -378,7 +384,7 @@ def compile_model(
             log(f"{'donate':<14} not inferred: {skipped}")
     plan = run_pipeline(graph, PipelineOptions(dump_dir=dump_dir, log=log, passes=passes,
                                                donations=list(donations.pairs)))
-    sections: list[tuple[str, bytes]] = [("weights", plan.weights)]
+    sections: list[tuple[str, bytes] | tuple[str, bytes, str]] = [("weights", plan.weights, weights_codec)]
     codes = []
     if cpu_targets:
         start = time.perf_counter()

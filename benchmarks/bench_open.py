@@ -9,7 +9,9 @@ session) and the ONNX file with onnxruntime, and reports the median open time an
 the process's peak resident memory (VmHWM) above what it held just before the open.
 The artifact's weight bytes and file bytes are printed beside them: opening holds
 the decoded weights, and the runtime drops the file's pages as it checks and decodes
-them, so the peak should stay near the weights.
+them, so the peak should stay near the weights. The same model compiled with
+`weights_codec="none"` is opened too: its weights are read in place from the mapped
+file, so opening holds no copy of them.
 """
 from __future__ import annotations
 
@@ -81,8 +83,9 @@ def main() -> None:
     names = args.models or list(make_benchmarks.MODELS)
     print(f"# CPU: {cpu_model_name()}; open in a fresh process, medians of {args.runs}; "
           f"peak: VmHWM above the RSS before the open")
-    print("| model | weights MB | file MB | aot open ms | aot peak MB | ort open ms | ort peak MB |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print("| model | weights MB | file MB | aot open ms | aot peak MB | uncompressed: file MB | open ms | peak MB "
+          "| ort open ms | ort peak MB |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.models_dir or Path(tmp)
         if args.models_dir is None:
@@ -91,14 +94,18 @@ def main() -> None:
             onnx_path = folder / f"{name}.onnx"
             artifact = Path(tmp) / f"{name}.aot"
             aot.compile(onnx_path, artifact)
+            plain = Path(tmp) / f"{name}.none.aot"
+            aot.compile(onnx_path, plain, weights_codec="none")
             info = describe(artifact)
-            rows = {engine: [probe(engine, artifact if engine == "aot" else onnx_path) for _ in range(args.runs)]
-                    for engine in ("aot", "ort")}
+            paths = {"aot": artifact, "none": plain, "ort": onnx_path}
+            rows = {engine: [probe("ort" if engine == "ort" else "aot", path) for _ in range(args.runs)]
+                    for engine, path in paths.items()}
 
             def med(engine: str, key: str, scale: float) -> str:
                 return f"{statistics.median(r[key] for r in rows[engine]) * scale:.1f}"
             print(f"| {name} | {info['weights_bytes'] / 1e6:.1f} | {info['file_bytes'] / 1e6:.1f} "
                   f"| {med('aot', 'seconds', 1e3)} | {med('aot', 'peak_kib', 1024 / 1e6)} "
+                  f"| {plain.stat().st_size / 1e6:.1f} | {med('none', 'seconds', 1e3)} | {med('none', 'peak_kib', 1024 / 1e6)} "
                   f"| {med('ort', 'seconds', 1e3)} | {med('ort', 'peak_kib', 1024 / 1e6)} |")
 
 

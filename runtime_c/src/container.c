@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+/* ZSTD_d_stableOutBuffer: one of zstd's experimental parameters, set through the stable
+ * ZSTD_DCtx_setParameter (a libzstd without it refuses it, and the decode goes on without) */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include "internal.h"
@@ -186,6 +189,9 @@ static aot_status_t decode_stream(const aot__container_t* c, const aot__section_
                                   const uint8_t* src, uint8_t* buf, aot_error_t* err) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   if (!dctx) return aot__fail(err, AOT_ERR_NO_MEMORY, "section '%s': out of memory", s->name);
+  /* the output buffer stays put between calls: zstd decodes straight into it instead of
+   * through a window buffer of its own (up to 8 MB more) */
+  (void)ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 1);
   ZSTD_outBuffer out = {buf, (size_t)s->raw_size, 0};
   size_t left = 1; /* ZSTD_decompressStream's hint: 0 once the frame is complete */
   uint64_t done = 0;

@@ -20,7 +20,8 @@
 
 aot_status_t aot__stored_section_decode(const aot__stored_section_t* s, uint8_t** out,
                                         aot_error_t* err) {
-  aot__container_t* one = malloc(sizeof *one);
+  /* zeroed: release_behind 0, the copy is the caller's memory (never dropped) */
+  aot__container_t* one = calloc(1, sizeof *one);
   if (!one) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   one->data = s->data;
   one->size = s->section.stored_size;

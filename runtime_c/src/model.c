@@ -221,7 +221,10 @@ void aot_model_close(aot_model_t* m) {
     for (uint32_t i = 0; i < m->check_count; i++) free(m->check_messages[i]);
   free(m->check_messages);
   free(m->donations);
-  free(m->weights);
+  if (m->mapping)
+    munmap((void*)m->mapping, m->mapping_bytes);
+  else
+    free(m->weights);
   free(m->name);
   free(m->cpu_variant);
   free(m);
@@ -673,7 +676,14 @@ static aot_status_t open_model(const void* data, size_t size, int mapped, budget
   b->used += gpu_bytes;
   /* the code (or, without CPU code, the section's size) has vouched for the weights' size:
    * only now are they decoded */
-  if (ws) {
+  if (ws && mapped && ws->codec == AOT_CODEC_NONE && ws->raw_size > 0 &&
+      (uintptr_t)(c->data + ws->offset) % m->weights_align == 0) {
+    /* stored as they are (--weights-codec none): read in place from the file's pages,
+     * which the page cache shares between the processes that open it */
+    m->weights = (uint8_t*)(uintptr_t)(c->data + ws->offset);
+    m->mapping = c->data;
+    m->mapping_bytes = (size_t)c->size;
+  } else if (ws) {
     st = aot__section_decode(c, ws, m->weights_align, &m->weights, err);
   } else {
     m->weights = aot__aligned_alloc(64, 1);
@@ -768,7 +778,7 @@ aot_status_t aot_model_open_file_with_options(const char* path, const aot_model_
   if (map != MAP_FAILED) {
     close(fd);
     st = open_memory(map, size, 1, &b, out_model, err);
-    munmap(map, size);
+    if (st != AOT_OK || (*out_model)->mapping != map) munmap(map, size); /* else the model's */
     return st;
   }
   uint8_t* buf = malloc(size ? size : 1);

@@ -137,3 +137,16 @@ def test_names_and_exporter_dims_through_compile_inspect_and_run(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_0%2Fsoftmax_1.npy"]  # one file, in the dir
     (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     np.testing.assert_allclose(np.load(tmp_path / "out" / "gpu_0%2Fsoftmax_1.npy"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_weights_codec_none_stores_the_weights_as_they_are(lenet, tmp_path):
+    from aot.artifact import parse_table
+    source = lenet[0]
+    plain = tmp_path / "plain.aot"
+    result = CliRunner().invoke(compile_main, [str(source), "-o", str(plain), "--weights-codec", "none"])
+    assert result.exit_code == 0, result.output
+    codecs = {s.name: s.codec for s in parse_table(plain.read_bytes())}
+    assert codecs["weights"] == "none"
+    refused = CliRunner().invoke(compile_main, [str(source), "--emit", "c", "-o", str(tmp_path / "c"),
+                                                "--weights-codec", "none"])
+    assert refused.exit_code != 0 and "--weights-codec none does not go with --emit c" in refused.output
