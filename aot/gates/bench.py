@@ -31,12 +31,17 @@ ColdMeasure = Callable[[Path, dict[str, np.ndarray], int], ColdStart]
 
 
 @dataclass(frozen=True)
-class BenchConfig:
+class RunConfig:
+    """How an artifact is timed: `aot check` measures with these, `aot bench` too."""
     threads: int = 1
     runs: int = 50
     warmup: int = 5
     seed: int = 0
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BenchConfig(RunConfig):
     compare_onnx: Path | None = None
 
 

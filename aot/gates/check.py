@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aot.gates.artifact_file import read_checked
 from aot.errors import ArgumentError
-from aot.gates.bench import ColdMeasure, open_engine
+from aot.gates.bench import ColdMeasure, RunConfig, open_engine
 from aot.gates.cold import ColdStart, measure_cold
 from aot.gates.measure import Clock, Stats, check_counts, interleaved, stats
 from aot.gates.units import format_ms, format_percent, format_size
@@ -53,15 +52,6 @@ class Budgets:
     @property
     def needs_cold(self) -> bool:
         return self.max_memory_bytes is not None
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    threads: int = 1
-    runs: int = 50
-    warmup: int = 5
-    seed: int = 0
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
