@@ -58,13 +58,14 @@ extern "C" {
 #define AOT_API __attribute__((visibility("default")))
 #endif
 
-#define AOT_ABI_VERSION 6u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
+#define AOT_ABI_VERSION 7u /* 2: AOT_ERR_CHECK_FAILED, dtypes 11-17; 3: aot_model_options_t and
                                  aot_model_open_{file,memory}_with_options; 4: GPU execution
                                  (AOT_ERR_NO_DEVICE, AOT_ERR_DEVICE, aot_context_options_t's
                                  device fields, aot_run_device, aot_context_device,
                                  aot_context_cuda_stream, aot_device_*); 5: buffer donation
                                  (aot_model_donation_count, aot_model_donation); 6:
-                                 aot_model_cpu_variant */
+                                 aot_model_cpu_variant; 7: thread pools for statically
+                                 linked models (aot_pool_*, aot_program_t) */
 #define AOT_FORMAT_VERSION 2u /* 2: the tooling section; the manifest holds runtime fields only */
 #define AOT_ERROR_MESSAGE_SIZE 512
 
@@ -327,6 +328,60 @@ AOT_API uint32_t aot_model_donation_count(const aot_model_t* model);
 /* Pair `index` (< aot_model_donation_count): the input's and the output's indices. */
 AOT_API aot_status_t aot_model_donation(const aot_model_t* model, uint32_t index, uint32_t* out_input,
                                         uint32_t* out_output, aot_error_t* out_error);
+
+/* ---- Thread pools for statically linked models (ABI version 7) ----
+ *
+ * `aot-compile MODEL --emit c` writes a model as an object with no loader: its header
+ * declares <prefix>_run (the calling thread only) and <prefix>_run_threads, which takes an
+ * aot_pool_t from this library and runs each kernel large enough to pay for it across the
+ * pool's threads, as a context with num_threads does. A program that calls
+ * <prefix>_run_threads links this library; one that calls only <prefix>_run need not.
+ *
+ * A pool is num_threads - 1 worker threads plus the thread that calls aot_pool_run. It
+ * splits each kernel by the compiler's cost estimate at first, and after the first runs of
+ * a program by that program's measured times on this machine (as a context does); it keeps
+ * those for the program it ran last, so one pool per model keeps them for good. Workers
+ * poll briefly after a run for the next one, then sleep. aot_pool_run calls on one pool
+ * from several threads run one after another (a mutex), never interleaved: give each
+ * serving thread its own pool, or share one to cap the threads a process uses. */
+typedef struct aot_pool aot_pool_t;
+
+/* One kernel of a compiled program: fn(inputs, outputs, arena, weights, begin, end) computes
+ * its work items [begin, end) of [0, work); cost_ns is the compiler's estimate of all of
+ * them on one thread (-1: none). The generated code fills these in; callers only pass them on. */
+typedef void (*aot_kernel_fn_t)(const void* const* inputs, void* const* outputs, uint8_t* arena,
+                                const uint8_t* weights, int64_t begin, int64_t end);
+typedef struct aot_kernel {
+  aot_kernel_fn_t fn;
+  int64_t work;
+  int64_t cost_ns;
+} aot_kernel_t;
+
+/* A compiled program: its kernels, run in order, and the weights they read. struct_size is
+ * sizeof(aot_program_t) as the generated code knew it. */
+typedef struct aot_program {
+  uint32_t struct_size;
+  uint32_t kernel_count;
+  const aot_kernel_t* kernels;
+  const uint8_t* weights;
+} aot_program_t;
+
+/* A pool of num_threads threads, the caller included: 1 to 1024 (1: no worker threads;
+ * runs go on the calling thread). */
+AOT_API aot_status_t aot_pool_create(uint32_t num_threads, aot_pool_t** out_pool,
+                                     aot_error_t* out_error);
+AOT_API void aot_pool_destroy(aot_pool_t* pool); /* NULL is a no-op; no run may be in flight */
+/* The pool's thread count, the caller included (0 for NULL). */
+AOT_API uint32_t aot_pool_num_threads(const aot_pool_t* pool);
+
+/* Run `program` on the pool and return when every kernel has finished: inputs and outputs
+ * are the program's pointer tables, arena its temporaries. AOT_ERR_INVALID_ARGUMENT for a
+ * NULL or destroyed pool or a malformed program (nothing ran), AOT_ERR_NO_MEMORY when the
+ * pool cannot hold a new program's split tables (nothing ran; the generated code then runs
+ * the program on the calling thread). */
+AOT_API aot_status_t aot_pool_run(aot_pool_t* pool, const aot_program_t* program,
+                                  const void* const* inputs, void* const* outputs, void* arena,
+                                  aot_error_t* out_error);
 
 #ifdef __cplusplus
 }

@@ -139,10 +139,10 @@ aot_status_t aot__code_info_check(const aot_model_t* m, const char* symbol, cons
     const aot__kernel_t* kernel = &m->kernels[i];
     if (k[0] != (uint64_t)(uintptr_t)kernel->fn)
       return aot__fail(err, AOT_ERR_FORMAT, "manifest: kernels[%u] ('%s'): its symbol is not the code's "
-                       "kernel %u (%s)", i, kernel->name, i, AOT__CODE_INFO_SYMBOL);
+                       "kernel %u (%s)", i, m->kernel_names[i], i, AOT__CODE_INFO_SYMBOL);
     if (k[1] != (uint64_t)kernel->work)
       return aot__fail(err, AOT_ERR_FORMAT, "manifest: kernels[%u] ('%s'): work is %" PRId64
-                       ", the code was built for %" PRIu64 " (%s)", i, kernel->name, kernel->work, k[1],
+                       ", the code was built for %" PRIu64 " (%s)", i, m->kernel_names[i], kernel->work, k[1],
                        AOT__CODE_INFO_SYMBOL);
   }
   return check_donations(m, w[W_VERSION] == AOT__CODE_INFO_VERSION_DONATIONS ? k : NULL, size, words, symbol,

@@ -15,7 +15,6 @@
 
 #include "internal.h"
 
-#define MAX_THREADS 1024u
 /* A live context's `magic`: aot_context_destroy clears it before freeing, so
  * aot_run on a destroyed context is refused rather than run on freed memory (in
  * the common case: once the memory is reused, nothing can tell). */
@@ -96,9 +95,9 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
                      "the artifact holds GPU code only (cuda: %s): create the context with device "
                      "AOT_DEVICE_CUDA, or compile with --target cpu or cpu,cuda", sms);
   }
-  if (threads > MAX_THREADS)
+  if (threads > AOT__MAX_THREADS)
     return aot__fail(err, AOT_ERR_INVALID_ARGUMENT, "num_threads %u exceeds %u", threads,
-                     MAX_THREADS);
+                     AOT__MAX_THREADS);
   aot_context_t* ctx = calloc(1, sizeof *ctx);
   if (!ctx) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   ctx->magic = CONTEXT_MAGIC;
@@ -115,7 +114,8 @@ aot_status_t aot_context_create(const aot_model_t* model, const aot_context_opti
   }
   /* no pool (no threads at all) when every kernel runs whole on the caller anyway */
   if (threads > 1 && aot__model_splits(model, threads)) {
-    aot_status_t st = aot__pool_create(model, threads, &ctx->pool, err);
+    aot_status_t st = aot__pool_create(threads, &ctx->pool, err);
+    if (st == AOT_OK) st = aot__pool_bind(ctx->pool, model->kernels, model->kernel_count, err);
     if (st) {
       aot_context_destroy(ctx);
       return st;
@@ -284,7 +284,7 @@ aot_status_t aot_run(aot_context_t* ctx, const aot_tensor_t* inputs, uint32_t in
   if (ctx->gpu) return aot__gpu_run_host(ctx->gpu, ctx->in_ptrs, ctx->out_ptrs, err);
   if ((st = donate_cpu(ctx, err))) return st;
   if (ctx->pool) {
-    aot__job_t job = {ctx->in_ptrs, ctx->out_ptrs, ctx->arena};
+    aot__job_t job = {ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights};
     aot__pool_run(ctx->pool, &job);
   } else {
     m->entry(ctx->in_ptrs, ctx->out_ptrs, ctx->arena, m->weights);

@@ -215,8 +215,7 @@ typedef void (*aot__entry_fn)(const void* const* inputs, void* const* outputs, u
 /* 0 when every run-time check passes, else 1 + the index of the first that fails */
 typedef int32_t (*aot__checks_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
                                   const uint8_t* weights);
-typedef void (*aot__kernel_fn)(const void* const* inputs, void* const* outputs, uint8_t* arena,
-                               const uint8_t* weights, int64_t begin, int64_t end);
+typedef aot_kernel_fn_t aot__kernel_fn;
 
 typedef struct aot__tensor_desc {
   char* name;
@@ -226,12 +225,9 @@ typedef struct aot__tensor_desc {
   uint64_t byte_size;
 } aot__tensor_desc_t;
 
-typedef struct aot__kernel {
-  char* name;
-  aot__kernel_fn fn;
-  int64_t work;
-  int64_t cost_ns; /* manifest "cost_ns": estimated single-thread time of all items; -1: none */
-} aot__kernel_t;
+/* A kernel as the pool runs it (aot_runtime.h): fn, work and cost_ns (manifest "cost_ns":
+ * estimated single-thread time of all items; -1: none) */
+typedef aot_kernel_t aot__kernel_t;
 
 /* A donated pair (manifest "donations"): output `output` takes over input `input`'s buffer.
  * The code reads the input from the output's buffer, which holds the input's value when a
@@ -262,6 +258,7 @@ struct aot_model {
   aot__entry_fn entry;
   uint32_t kernel_count;
   aot__kernel_t* kernels;
+  char** kernel_names; /* kernel_count names, from the manifest */
   uint32_t check_count;  /* manifest "checks"; 0: no checks function */
   char** check_messages; /* check_count NUL-terminated messages */
   aot__checks_fn checks;
@@ -369,14 +366,21 @@ typedef struct aot__job {
   const void* const* inputs;
   void* const* outputs;
   uint8_t* arena;
+  const uint8_t* weights;
 } aot__job_t;
+/* the most threads of a context or a pool */
+#define AOT__MAX_THREADS 1024u
 
-/* A pool of `threads` - 1 workers for model m; the caller of aot__pool_run is
- * the last thread. */
-AOT_HIDDEN aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads,
-                                         aot__pool_t** out, aot_error_t* err);
+/* A pool of `threads` - 1 workers; the caller of aot__pool_run is the last thread. It runs
+ * no program until aot__pool_bind gives it one. */
+AOT_HIDDEN aot_status_t aot__pool_create(uint32_t threads, aot__pool_t** out, aot_error_t* err);
 AOT_HIDDEN void aot__pool_destroy(aot__pool_t* pool);
-/* Run every kernel of the pool's model in order: each split one (schedule.c) across
+/* Make `count` kernels (not copied: they must outlive the binding) the program the pool
+ * runs, split by their estimates until its calibration runs have timed them. Between runs
+ * only. Binding the kernels already bound keeps their measured splits. */
+AOT_HIDDEN aot_status_t aot__pool_bind(aot__pool_t* pool, const aot__kernel_t* kernels,
+                                       uint32_t count, aot_error_t* err);
+/* Run every kernel of the bound program in order: each split one (schedule.c) across
  * whichever threads come, the rest on the calling thread; the first
  * AOT__CALIBRATION_RUNS runs, every kernel on the calling thread. Returns when
  * every kernel has finished. */

@@ -214,8 +214,9 @@ void aot_model_close(aot_model_t* m) {
   aot__code_unload(&m->code);
   free_descs(m->inputs, m->input_count);
   free_descs(m->outputs, m->output_count);
-  if (m->kernels)
-    for (uint32_t i = 0; i < m->kernel_count; i++) free(m->kernels[i].name);
+  if (m->kernel_names)
+    for (uint32_t i = 0; i < m->kernel_count; i++) free(m->kernel_names[i]);
+  free(m->kernel_names);
   free(m->kernels);
   if (m->check_messages)
     for (uint32_t i = 0; i < m->check_count; i++) free(m->check_messages[i]);
@@ -521,7 +522,8 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
     return aot__fail(err, AOT_ERR_FORMAT, "manifest: cpu[" HOST_ARCH "]: \"kernels\" must be an array with "
                      "one entry per kernel (%zu)", (size_t)ks->count);
   m->kernels = calloc(ks->count ? ks->count : 1, sizeof *m->kernels);
-  if (!m->kernels) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+  m->kernel_names = calloc(ks->count ? ks->count : 1, sizeof *m->kernel_names);
+  if (!m->kernels || !m->kernel_names) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   uint32_t i = 0;
   char where[64], code_where[64];
   const aot__json_t* vk = vks ? vks->first : NULL;
@@ -550,9 +552,9 @@ static aot_status_t load_code(aot_model_t* m, const aot__container_t* c, const a
     m->kernels[i].fn = (aot__kernel_fn)sym;
     m->kernels[i].work = work;
     if (!name) name = symbol;
-    m->kernels[i].name = malloc(strlen(name) + 1);
-    if (!m->kernels[i].name) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
-    memcpy(m->kernels[i].name, name, strlen(name) + 1);
+    m->kernel_names[i] = malloc(strlen(name) + 1);
+    if (!m->kernel_names[i]) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
+    memcpy(m->kernel_names[i], name, strlen(name) + 1);
     m->kernel_count = i + 1;
   }
   return aot__code_info_check(m, info, entry, err);

@@ -1,4 +1,5 @@
-/* threadpool.c - a per-context pthread pool that runs a model's kernel list.
+/* threadpool.c - a pthread pool that runs a program's kernel list: a context's
+ * model, or a statically linked model's (aot_pool_*, aot_runtime.h).
  *
  * The calling thread walks the kernel list. A kernel that schedule.c does not
  * split runs whole on the caller, and no other thread hears of it. A split
@@ -44,7 +45,12 @@
  * (Timing every run instead would cost two clock reads per kernel forever,
  * and a run slowed by the machine's other load would move the splits back and
  * forth.)
- * Thread-safety: one aot__pool_run at a time per pool (the context's rule). */
+ * The pool runs the program last bound to it (aot__pool_bind): a context binds
+ * its model once; the public aot_pool_run binds the program it is given when it
+ * differs from the last one, so the measured splits last while one pool serves
+ * one model.
+ * Thread-safety: one aot__pool_run at a time per pool (the context's rule; the
+ * public aot_pool_run holds the pool's run lock). */
 #define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np (Linux) */
 #include <pthread.h>
 #include <sched.h>
@@ -120,8 +126,10 @@ static uint64_t wait_while_equal(_Atomic uint64_t* value, uint64_t seen, int64_t
 }
 
 struct aot__pool {
-  const aot_model_t* model;
-  aot__split_t* splits; /* per kernel, for this pool's thread count */
+  /* the bound program: kernels (the binder's), and per kernel, in tables of `capacity` */
+  const aot__kernel_t* kernels;
+  uint32_t kernel_count, capacity;
+  aot__split_t* splits; /* for this pool's thread count */
   /* per kernel: its fastest time in the calibration runs so far, or NOT_TIMED */
   int64_t* measured_ns;
   uint32_t calibration_runs_left;
@@ -142,6 +150,7 @@ struct aot__pool {
   _Atomic(const void* const*) inputs;
   _Atomic(void* const*) outputs;
   _Atomic(uint8_t*) arena;
+  _Atomic(const uint8_t*) weights;
   /* odd while a run is in flight; workers sleep only when it is even */
   _Atomic uint32_t run;
   _Atomic uint32_t sleepers; /* workers asleep or about to sleep on cv */
@@ -164,15 +173,15 @@ static uint64_t work_on(aot__pool_t* pool, uint64_t s) {
     if (!atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
-    const aot__kernel_t* k = &pool->model->kernels[atomic_load_explicit(&pool->kernel,
-                                                                        memory_order_relaxed)];
+    const aot__kernel_t* k = &pool->kernels[atomic_load_explicit(&pool->kernel,
+                                                                 memory_order_relaxed)];
     int64_t items = atomic_load_explicit(&pool->items, memory_order_relaxed);
     int64_t begin = (int64_t)(s & FIELD_MASK) * items;
     int64_t end = k->work - begin < items ? k->work : begin + items;
     k->fn(atomic_load_explicit(&pool->inputs, memory_order_relaxed),
           atomic_load_explicit(&pool->outputs, memory_order_relaxed),
-          atomic_load_explicit(&pool->arena, memory_order_relaxed), pool->model->weights, begin,
-          end);
+          atomic_load_explicit(&pool->arena, memory_order_relaxed),
+          atomic_load_explicit(&pool->weights, memory_order_relaxed), begin, end);
     atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
     s++;
   }
@@ -242,36 +251,18 @@ static void free_tables(aot__pool_t* pool) {
   free(pool);
 }
 
-aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_t** out,
-                              aot_error_t* err) {
+aot_status_t aot__pool_create(uint32_t threads, aot__pool_t** out, aot_error_t* err) {
   *out = NULL;
   aot__pool_t* pool = aot__aligned_alloc(CACHE_LINE, sizeof *pool);
   if (!pool) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   memset(pool, 0, sizeof *pool);
-  pool->model = m;
   pool->workers = threads - 1;
   pool->thread_count = threads;
-  size_t kernels = m->kernel_count ? m->kernel_count : 1;
-  pool->splits = calloc(kernels, sizeof *pool->splits);
-  pool->measured_ns = calloc(kernels, sizeof *pool->measured_ns);
   pool->threads = calloc(pool->workers ? pool->workers : 1, sizeof *pool->threads);
-  if (!pool->splits || !pool->measured_ns || !pool->threads) {
+  if (!pool->threads) {
     free_tables(pool);
     return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   }
-  /* until the calibration runs are done, the estimates say how to split the
-   * kernels that are not timed */
-  int64_t certain_ns = (int64_t)threads * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS * CERTAIN_FACTOR;
-  int timed = 0;
-  for (uint32_t k = 0; k < m->kernel_count; k++) {
-    const aot__kernel_t* kern = &m->kernels[k];
-    pool->splits[k] = aot__split_kernel(kern, threads);
-    int certain = kern->cost_ns >= certain_ns || kern->work < 2;
-    pool->measured_ns[k] = certain ? NOT_TIMED : INT64_MAX;
-    timed |= !certain;
-    pool->any_split |= certain && pool->splits[k].chunks > 1;
-  }
-  pool->calibration_runs_left = timed ? AOT__CALIBRATION_RUNS : 0;
   if (pthread_mutex_init(&pool->mu, NULL) != 0) {
     free_tables(pool);
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_mutex_init failed");
@@ -286,6 +277,7 @@ aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_
   atomic_init(&pool->inputs, NULL);
   atomic_init(&pool->outputs, NULL);
   atomic_init(&pool->arena, NULL);
+  atomic_init(&pool->weights, NULL);
   atomic_init(&pool->run, 0);
   atomic_init(&pool->sleepers, 0);
   atomic_init(&pool->caller_cpu, -1);
@@ -303,6 +295,44 @@ aot_status_t aot__pool_create(const aot_model_t* m, uint32_t threads, aot__pool_
   return AOT_OK;
 }
 
+aot_status_t aot__pool_bind(aot__pool_t* pool, const aot__kernel_t* kernels, uint32_t count,
+                            aot_error_t* err) {
+  if (kernels == pool->kernels && count == pool->kernel_count) return AOT_OK;
+  if (count > pool->capacity) {
+    aot__split_t* splits = calloc(count, sizeof *splits);
+    int64_t* measured = calloc(count, sizeof *measured);
+    if (!splits || !measured) {
+      free(splits);
+      free(measured);
+      return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory for the split tables of %u kernels",
+                       count);
+    }
+    free(pool->splits);
+    free(pool->measured_ns);
+    pool->splits = splits;
+    pool->measured_ns = measured;
+    pool->capacity = count;
+  }
+  pool->kernels = kernels;
+  pool->kernel_count = count;
+  /* until the calibration runs are done, the estimates say how to split the
+   * kernels that are not timed */
+  uint32_t threads = pool->thread_count;
+  int64_t certain_ns = (int64_t)threads * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS * CERTAIN_FACTOR;
+  int timed = 0;
+  pool->any_split = 0;
+  for (uint32_t k = 0; k < count; k++) {
+    const aot__kernel_t* kern = &kernels[k];
+    pool->splits[k] = aot__split_kernel(kern, threads);
+    int certain = kern->cost_ns >= certain_ns || kern->work < 2;
+    pool->measured_ns[k] = certain ? NOT_TIMED : INT64_MAX;
+    timed |= !certain;
+    pool->any_split |= certain && pool->splits[k].chunks > 1;
+  }
+  pool->calibration_runs_left = timed && threads > 1 ? AOT__CALIBRATION_RUNS : 0;
+  return AOT_OK;
+}
+
 void aot__pool_destroy(aot__pool_t* pool) {
   if (!pool) return;
   stop_workers(pool);
@@ -313,11 +343,10 @@ void aot__pool_destroy(aot__pool_t* pool) {
 
 /* After the last calibration run: each timed kernel split by its fastest time. */
 static void split_by_measured(aot__pool_t* pool) {
-  const aot_model_t* m = pool->model;
   pool->any_split = 0;
-  for (uint32_t k = 0; k < m->kernel_count; k++) {
+  for (uint32_t k = 0; k < pool->kernel_count; k++) {
     if (pool->measured_ns[k] != NOT_TIMED) {
-      aot__kernel_t timed = m->kernels[k];
+      aot__kernel_t timed = pool->kernels[k];
       timed.cost_ns = pool->measured_ns[k];
       pool->splits[k] = aot__split_kernel(&timed, pool->thread_count);
     }
@@ -327,22 +356,20 @@ static void split_by_measured(aot__pool_t* pool) {
 
 /* Kernel k whole on the caller, timed if it is timed and the pool calibrating. */
 static void run_whole(aot__pool_t* pool, uint32_t k, const aot__job_t* job, int calibrating) {
-  const aot_model_t* m = pool->model;
-  const aot__kernel_t* kern = &m->kernels[k];
+  const aot__kernel_t* kern = &pool->kernels[k];
   if (kern->work <= 0) return;
   int timed = calibrating && pool->measured_ns[k] != NOT_TIMED;
   int64_t start = timed ? now_ns() : 0;
-  kern->fn(job->inputs, job->outputs, job->arena, m->weights, 0, kern->work);
+  kern->fn(job->inputs, job->outputs, job->arena, job->weights, 0, kern->work);
   if (!timed) return;
   int64_t took = now_ns() - start;
   if (took < pool->measured_ns[k]) pool->measured_ns[k] = took;
 }
 
 void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
-  const aot_model_t* m = pool->model;
   int calibrating = pool->calibration_runs_left > 0;
   if (!pool->any_split) { /* every kernel on the caller: the workers need not hear of this run */
-    for (uint32_t k = 0; k < m->kernel_count; k++) run_whole(pool, k, job, calibrating);
+    for (uint32_t k = 0; k < pool->kernel_count; k++) run_whole(pool, k, job, calibrating);
     if (calibrating && --pool->calibration_runs_left == 0) split_by_measured(pool);
     return;
   }
@@ -351,6 +378,7 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
   atomic_store_explicit(&pool->inputs, job->inputs, memory_order_relaxed);
   atomic_store_explicit(&pool->outputs, job->outputs, memory_order_relaxed);
   atomic_store_explicit(&pool->arena, job->arena, memory_order_relaxed);
+  atomic_store_explicit(&pool->weights, job->weights, memory_order_relaxed);
   atomic_fetch_add_explicit(&pool->run, 1, memory_order_seq_cst); /* odd: in flight */
   if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst)) {
     /* they wake while the caller runs the first kernels */
@@ -361,7 +389,7 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
     pthread_cond_broadcast(&pool->cv);
     pthread_mutex_unlock(&pool->mu);
   }
-  for (uint32_t k = 0; k < m->kernel_count; k++) {
+  for (uint32_t k = 0; k < pool->kernel_count; k++) {
     aot__split_t split = pool->splits[k];
     if (split.chunks < 2 || (calibrating && pool->measured_ns[k] != NOT_TIMED)) {
       run_whole(pool, k, job, calibrating);

@@ -11,7 +11,7 @@
 #include "internal.h"
 
 static aot__split_t split(int64_t work, int64_t cost_ns, uint32_t threads) {
-  aot__kernel_t k = {NULL, NULL, work, cost_ns};
+  aot__kernel_t k = {NULL, work, cost_ns};
   return aot__split_kernel(&k, threads);
 }
 
@@ -73,7 +73,7 @@ static void test_cover(void) {
 }
 
 static void test_model_splits(void) {
-  aot__kernel_t ks[2] = {{NULL, NULL, 100, 10}, {NULL, NULL, 1, 1000000000}};
+  aot__kernel_t ks[2] = {{NULL, 100, 10}, {NULL, 1, 1000000000}};
   aot_model_t m = {0};
   m.kernels = ks;
   m.kernel_count = 2;
@@ -158,10 +158,10 @@ static void reset_counts(void) {
  * every run. */
 static void test_pool_caller_runs_small_kernels(void) {
   aot__kernel_t ks[POOL_KERNELS] = {
-      {NULL, slow_kernel, POOL_WORK, timed_estimate(2)},
-      {NULL, tiny_kernel, POOL_WORK, 100},
-      {NULL, overestimated_kernel, POOL_WORK, timed_estimate(2)},
-      {NULL, certain_kernel, POOL_WORK, 1000000000},
+      {slow_kernel, POOL_WORK, timed_estimate(2)},
+      {tiny_kernel, POOL_WORK, 100},
+      {overestimated_kernel, POOL_WORK, timed_estimate(2)},
+      {certain_kernel, POOL_WORK, 1000000000},
   };
   int64_t chunks = 2 * AOT__CHUNKS_PER_THREAD;
   aot_model_t m = {0};
@@ -170,12 +170,13 @@ static void test_pool_caller_runs_small_kernels(void) {
   CHECK(aot__model_splits(&m, 2), "the estimates split kernels 0 and 2: a pool");
   aot__pool_t* pool = NULL;
   aot_error_t err = {0};
-  if (aot__pool_create(&m, 2, &pool, &err) != AOT_OK) {
+  if (aot__pool_create(2, &pool, &err) != AOT_OK ||
+      aot__pool_bind(pool, ks, POOL_KERNELS, &err) != AOT_OK) {
     CHECK(0, "aot__pool_create: %s", err.message);
     return;
   }
   g_caller = pthread_self();
-  aot__job_t job = {NULL, NULL, NULL};
+  aot__job_t job = {NULL, NULL, NULL, NULL};
   for (int run = 0; run < AOT__CALIBRATION_RUNS; run++) {
     reset_counts();
     aot__pool_run(pool, &job);
@@ -186,7 +187,7 @@ static void test_pool_caller_runs_small_kernels(void) {
     CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK, "calibration run %d: %lld calls", run,
           (long long)g_calls[3]);
   }
-  aot__kernel_t measured_slow = {NULL, NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
+  aot__kernel_t measured_slow = {NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
   int64_t slow_chunks = aot__split_kernel(&measured_slow, 2).chunks;
   CHECK(slow_chunks == chunks, "%lld chunks", (long long)slow_chunks);
   for (int run = 0; run < 5; run++) {
@@ -209,20 +210,17 @@ static void test_pool_caller_runs_small_kernels(void) {
  * kernel is split and no worker runs any of them. */
 static void test_pool_measured_small_runs_on_caller(void) {
   aot__kernel_t ks[2] = {
-      {NULL, tiny_kernel, POOL_WORK, timed_estimate(4)},
-      {NULL, overestimated_kernel, POOL_WORK, timed_estimate(4)},
+      {tiny_kernel, POOL_WORK, timed_estimate(4)},
+      {overestimated_kernel, POOL_WORK, timed_estimate(4)},
   };
-  aot_model_t m = {0};
-  m.kernels = ks;
-  m.kernel_count = 2;
   aot__pool_t* pool = NULL;
   aot_error_t err = {0};
-  if (aot__pool_create(&m, 4, &pool, &err) != AOT_OK) {
+  if (aot__pool_create(4, &pool, &err) != AOT_OK || aot__pool_bind(pool, ks, 2, &err) != AOT_OK) {
     CHECK(0, "aot__pool_create: %s", err.message);
     return;
   }
   g_caller = pthread_self();
-  aot__job_t job = {NULL, NULL, NULL};
+  aot__job_t job = {NULL, NULL, NULL, NULL};
   reset_counts();
   for (int run = 0; run < AOT__CALIBRATION_RUNS + 5; run++) aot__pool_run(pool, &job);
   for (int k = 1; k < 3; k++)
