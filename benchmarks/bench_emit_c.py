@@ -1,11 +1,12 @@
 """Static entry (--emit c) against the runtime's aot_run, side by side in one C program.
 
-    python benchmarks/bench_emit_c.py [--runs 200] [--cpu native] [models...]
+    python benchmarks/bench_emit_c.py [--runs 200] [--cpu native] [--threads 1] [models...]
     python benchmarks/bench_emit_c.py --suite benchmark [--runs 50]   # torch-made benchmark models
 
 Per model: the same plan, for one CPU (default native), compiled twice: to an artifact, run by
-the C runtime (libaot_runtime.so, one thread: aot_run), and with --emit c to an object linked
-into the program (<prefix>_run). One process runs both in alternating blocks of runs, so
+the C runtime (libaot_runtime.so: aot_run on a context of --threads threads), and with
+--emit c to an object linked into the program (<prefix>_run; with --threads N > 1,
+<prefix>_run_threads on an aot_pool_t of N threads). One process runs both in alternating blocks of runs, so
 both see the same machine load; it prints the medians (microseconds), runtime/static (above
 1: the runtime costs more per run), and whether the two outputs agree bit for bit (same
 kernel code, so they should). The header names the CPU (lscpu).
@@ -73,7 +74,12 @@ int main(int argc, char** argv) {{
   aot_error_t err;
   aot_model_t* model = NULL;
   aot_context_t* ctx = NULL;
-  if (aot_model_open_file(argv[1], &model, &err) || aot_context_create(model, NULL, &ctx, &err)) {{
+  aot_pool_t* pool = NULL;
+  aot_context_options_t options = {{0}};
+  options.struct_size = sizeof options;
+  options.num_threads = {threads};
+  if (aot_model_open_file(argv[1], &model, &err) || aot_context_create(model, &options, &ctx, &err) ||
+      aot_pool_create({threads}, &pool, &err)) {{
     fprintf(stderr, "error: %s\\n", err.message);
     return 1;
   }}
@@ -90,13 +96,13 @@ int main(int argc, char** argv) {{
   double* t_static = malloc(sizeof(double) * (size_t)runs);
   double* t_runtime = malloc(sizeof(double) * (size_t)runs);
   for (int warm = 0; warm < {block}; warm++) {{
-    {p}_run({static_args});
+    {static_call};
     aot_run(ctx, tin, NI, tout, NO, &err);
   }}
   for (int done = 0; done < runs; done += {block}) {{
     for (int r = done; r < done + {block} && r < runs; r++) {{
       double t0 = now_us();
-      int32_t status = {p}_run({static_args});
+      int32_t status = {static_call};
       t_static[r] = now_us() - t0;
       if (status) {{ fprintf(stderr, "static: %s\\n", {p}_status_message(status)); return 1; }}
     }}
@@ -112,6 +118,7 @@ int main(int argc, char** argv) {{
   qsort(t_static, (size_t)runs, sizeof(double), by_value);
   qsort(t_runtime, (size_t)runs, sizeof(double), by_value);
   printf("%f %f %d\\n", t_static[runs / 2], t_runtime[runs / 2], same);
+  aot_pool_destroy(pool);
   aot_context_destroy(ctx);
   aot_model_close(model);
   return 0;
@@ -119,22 +126,24 @@ int main(int argc, char** argv) {{
 """
 
 
-def _program(info: dict) -> str:
+def _program(info: dict, threads: int) -> str:
     p = info["prefix"]
     args = ", ".join([*(f"in[{i}]" for i in range(len(info["inputs"]))),
                       *(f"out_static[{i}]" for i in range(len(info["outputs"]))), "arena"])
-    return _PROGRAM.format(p=p, P=p.upper(), block=BLOCK, static_args=args,
+    call = f"{p}_run_threads({args}, pool)" if threads > 1 else f"{p}_run({args})"
+    return _PROGRAM.format(p=p, P=p.upper(), block=BLOCK, static_call=call, threads=threads,
                            in_bytes=", ".join(str(t["bytes"]) for t in info["inputs"]),
                            out_bytes=", ".join(str(t["bytes"]) for t in info["outputs"]))
 
 
-def bench(model: Path, inputs: list[np.ndarray], cpu: str, runs: int, work: Path) -> tuple[float, float, bool]:
+def bench(model: Path, inputs: list[np.ndarray], cpu: str, runs: int, work: Path,
+          threads: int = 1) -> tuple[float, float, bool]:
     """(static µs, runtime µs, outputs bit-identical) for `model`, medians over `runs` runs each."""
     artifact = work / f"{model.stem}.aot"
     aot.compile(model, artifact, cpu=cpu)
     result = emit_c(model, work, cpu=cpu, name="m")
     info = json.loads(result.files["json"].read_text())
-    (work / "bench.c").write_text(_program(info))
+    (work / "bench.c").write_text(_program(info, threads))
     with open(work / "inputs.bin", "wb") as f:
         for array in inputs:
             f.write(np.ascontiguousarray(array).tobytes())
@@ -167,9 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--cpu", default="native")
+    parser.add_argument("--threads", type=int, default=1, help="threads of the context and of the static pool")
     parser.add_argument("--suite", choices=["samples", "benchmark"], default="samples")
     args = parser.parse_args(argv)
-    print(f"CPU: {cpu_model_name()}; code for --cpu {args.cpu}; {args.runs} runs each, one thread, "
+    print(f"CPU: {cpu_model_name()}; code for --cpu {args.cpu}; {args.runs} runs each, {args.threads} thread(s), "
           f"alternating blocks of {BLOCK}")
     print(f"{'model':<14} {'static us':>10} {'aot_run us':>11} {'runtime/static':>15}  same bits")
     ratios = []
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path, inputs in _models(args, Path(tmp)):
             work = Path(tmp) / f"{name}.work"
             work.mkdir()
-            static, runtime, same = bench(path, inputs, args.cpu, args.runs, work)
+            static, runtime, same = bench(path, inputs, args.cpu, args.runs, work, args.threads)
             ratios.append(runtime / static)
             print(f"{name:<14} {static:10.2f} {runtime:11.2f} {runtime / static:15.3f}  {'yes' if same else 'NO'}",
                   flush=True)

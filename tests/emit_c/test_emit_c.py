@@ -3,6 +3,7 @@ built with `cc -std=c11 -Wall -Wextra -Werror`, run, and compared with onnxrunti
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -16,10 +17,11 @@ from aot.cli import compile_main
 from aot.codegen.cpu import CpuTarget
 from aot.emit_c import emit_c
 from aot.errors import ArgumentError, UnsupportedError
-from emit_c_util import build, described, driver_source, run_models
+from emit_c_util import RUNS, build, described, driver_source, run_models
 from targets_util import host_runs
 
 RTOL = 1e-4
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ort(model: onnx.ModelProto | str, feeds: dict) -> list[np.ndarray]:
@@ -70,13 +72,94 @@ def test_two_models_link_into_one_program(lenet, mlp, sample_dir, tmp_path):
     for folder, prefix in ((lenet, "lenet"), (mlp, "mlp")):
         defined = subprocess.run(["nm", "-g", "--defined-only", str(folder / f"{prefix}.o")],
                                  capture_output=True, text=True, check=True).stdout.split()
-        assert defined[1::3] == ["T"] and defined[2::3] == [f"{prefix}_run"], defined
+        assert defined[1::3] == ["T", "T"] and defined[2::3] == [f"{prefix}_run", f"{prefix}_run_threads"], defined
+        undefined = subprocess.run(["nm", "-u", str(folder / f"{prefix}.o")], capture_output=True, text=True,
+                                   check=True).stdout.split()
+        assert "aot_pool_run" in undefined and undefined[undefined.index("aot_pool_run") - 1] == "w", undefined
     program = build(driver_source(list(infos.values())), tmp_path, [lenet, mlp],
                     [lenet / "lenet.o", mlp / "libmlp.a"])
     feeds = {name: [np.load(sample_dir[name].with_name(f"{name}.input.npy"))] for name in infos}
     got = run_models(program, tmp_path, feeds, infos)
     for name in infos:
         _close(got[name][0], _ort(str(sample_dir[name]), {"x": feeds[name][0]})[0])
+
+
+def _runtime_archive() -> Path:
+    from aot.runtime.library import build_runtime
+
+    return build_runtime().with_name("libaot_runtime.a")
+
+
+def _big_matmul() -> onnx.ModelProto:
+    """Kernels far above the pool's split threshold: a 256x512 @ 512x512 MatMul and a Relu."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((512, 512)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Relu", ["mm"], ["y"])], "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 512])],
+        initializer=[numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("threads", [0, 1, 2, 3])
+def test_run_threads_on_a_runtime_pool_matches_onnxruntime(lenet, mlp, sample_dir, tmp_path, threads):
+    """<prefix>_run_threads on a pool of the runtime (linked statically), or with a NULL pool and
+    no runtime linked (threads 0): lenet, mlp and a model whose kernels every pool splits."""
+    big = tmp_path / "big"
+    emit_c(_big_matmul(), big, name="big")
+    infos = {"lenet": described(lenet, "lenet"), "mlp": described(mlp, "mlp"), "big": described(big, "big")}
+    libs = [str(_runtime_archive()), "-lzstd", "-lpthread", "-ldl"] if threads else []
+    includes = [lenet, mlp, big] + ([ROOT / "runtime_c/include"] if threads else [])
+    program = build(driver_source(list(infos.values()), threads=threads), tmp_path, includes,
+                    [lenet / "lenet.o", mlp / "mlp.o", big / "big.o"], libs=libs)
+    x = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)
+    feeds = {"lenet": [np.load(sample_dir["lenet"].with_name("lenet.input.npy"))],
+             "mlp": [np.load(sample_dir["mlp"].with_name("mlp.input.npy"))], "big": [x]}
+    got = run_models(program, tmp_path, feeds, infos)
+    _close(got["lenet"][0], _ort(str(sample_dir["lenet"]), {"x": feeds["lenet"][0]})[0])
+    _close(got["mlp"][0], _ort(str(sample_dir["mlp"]), {"x": feeds["mlp"][0]})[0])
+    _close(got["big"][0], _ort(_big_matmul(), {"x": x})[0])
+
+
+# Stands in for the runtime's aot_pool_run: runs every kernel of the program the object hands
+# it in chunks taken last to first, so a wrong work count, kernel function or weights pointer
+# in the object's table gives a wrong answer; counts its calls.
+_FAKE_POOL = """
+#include <stdint.h>
+typedef void (*kernel_fn)(const void* const*, void* const*, uint8_t*, const uint8_t*, int64_t, int64_t);
+typedef struct { kernel_fn fn; int64_t work; int64_t cost_ns; } kernel_t;
+typedef struct { uint32_t struct_size, kernel_count; const kernel_t* kernels; const uint8_t* weights; } program_t;
+int fake_pool_calls = 0;
+int32_t aot_pool_run(void* pool, const program_t* p, const void* const* in, void* const* out, void* arena,
+                     void* error) {
+  (void)error;
+  if (pool != (void*)&fake_pool_calls || p->struct_size != sizeof *p) return 1;
+  fake_pool_calls++;
+  for (uint32_t k = 0; k < p->kernel_count; k++) {
+    int64_t w = p->kernels[k].work, step = w / 3 + 1;
+    for (int64_t end = w; end > 0; end -= step)
+      p->kernels[k].fn(in, out, (uint8_t*)arena, p->weights, end - step > 0 ? end - step : 0, end);
+  }
+  return 0;
+}
+"""
+
+
+def test_run_threads_hands_the_pool_a_program_of_the_plan(lenet, sample_dir, tmp_path):
+    """The object's program table, run by a stand-in pool in reversed chunks, computes lenet."""
+    info = described(lenet, "lenet")
+    source = driver_source([info], threads=0).replace(
+        "struct aot_pool* pool = NULL;", "extern int fake_pool_calls;\n  struct aot_pool* pool = (struct aot_pool*)&fake_pool_calls;")
+    source = source.replace("  return 0;\n}", '  printf("pool calls %d\\n", fake_pool_calls);\n  return 0;\n}')
+    (tmp_path / "fake_pool.c").write_text(_FAKE_POOL)
+    program = build(source, tmp_path, [lenet], [lenet / "lenet.o", tmp_path / "fake_pool.c"])
+    x = np.load(sample_dir["lenet"].with_name("lenet.input.npy"))
+    x.tofile(tmp_path / "lenet.in0.bin")
+    result = subprocess.run([str(program), str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and f"pool calls {RUNS}" in result.stdout, result.stdout + result.stderr
+    got = np.fromfile(tmp_path / "lenet.out0.bin", np.float32).reshape(info["outputs"][0]["shape"])
+    _close(got, _ort(str(sample_dir["lenet"]), {"x": x})[0])
 
 
 def _several() -> onnx.ModelProto:
