@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from aot.codegen.cpu import CpuTarget
-from aot.codegen.cpu.static_entry import emit_static_object, entry_text
+from aot.codegen.cpu.static_entry import STATIC_UNDEFINED, emit_static_object, entry_text
 from aot.codegen.cpu.symbols import LOADER_RESOLVED, undefined_references
 from aot.codegen.cpu.targets import plan_lanes
 from aot.driver import import_model
@@ -49,13 +49,16 @@ def _tool(name: str) -> str:
     return found
 
 
-def test_only_the_entry_is_global_and_only_libc_is_undefined(built, tmp_path):
+def test_only_the_entries_are_global_and_only_libc_and_the_pool_are_undefined(built, tmp_path):
     _, obj = built
     (tmp_path / "two.o").write_bytes(obj)
     listed = subprocess.run([_tool("nm"), "-g", "--defined-only", "two.o"], cwd=tmp_path, capture_output=True,
                             text=True, check=True).stdout.split()
-    assert listed[1:] == ["T", "two_run"]
-    assert set(undefined_references(obj)) <= LOADER_RESOLVED
+    assert listed[1::3] == ["T", "T"] and listed[2::3] == ["two_run", "two_run_threads"], listed
+    assert set(undefined_references(obj)) <= LOADER_RESOLVED | STATIC_UNDEFINED
+    weak = subprocess.run([_tool("nm"), "-u", "two.o"], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert weak[weak.index("aot_pool_run") - 1] == "w", weak  # links without the runtime
 
 
 def test_the_weights_are_an_aligned_read_only_section_holding_the_plans(built, tmp_path):
