@@ -6,6 +6,7 @@ for a newer version than installed is refused. pkg-config's file carries the sam
 Skips without cmake (apt: cmake)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,9 +56,15 @@ def prefix(tmp_path_factory) -> Path:
 
 def test_installed_files(prefix):
     cmake = prefix / "lib" / "cmake" / "aot_runtime"
-    for path in ("include/aot_runtime.h", "lib/libaot_runtime.so", "lib/libaot_runtime.a",
+    for path in ("include/aot_runtime.h", "lib/libaot_runtime.so.1", "lib/libaot_runtime.a",
                  "lib/pkgconfig/aot_runtime.pc"):
         assert (prefix / path).is_file(), path
+    # the link -laot_runtime finds, to the file named by the SONAME binaries record
+    link = prefix / "lib" / "libaot_runtime.so"
+    assert link.is_symlink() and os.readlink(link) == "libaot_runtime.so.1"
+    if shutil.which("readelf"):
+        dynamic = _run(["readelf", "-d", prefix / "lib" / "libaot_runtime.so.1"]).stdout
+        assert "Library soname: [libaot_runtime.so.1]" in dynamic, dynamic
     assert (cmake / "aot_runtimeConfig.cmake").is_file()
     assert f'set(PACKAGE_VERSION "{__version__}")' in (cmake / "aot_runtimeConfigVersion.cmake").read_text()
     pc = (prefix / "lib" / "pkgconfig" / "aot_runtime.pc").read_text()
@@ -81,9 +88,9 @@ def test_find_package_builds_and_runs_the_example(prefix, tmp_path):
         _run([build / exe, tmp_path / "lenet.aot", "-i", tmp_path / "x.bin", "-o", out])
         np.testing.assert_array_equal(np.fromfile(out, np.float32).reshape(want.shape), want)
     if shutil.which("ldd"):
-        # the shared build found its library through the build tree's RPATH, by name
+        # the shared build found its library through the build tree's RPATH, by its SONAME
         needed = _run(["ldd", build / "run_model"]).stdout
-        assert f"libaot_runtime.so => {prefix / 'lib' / 'libaot_runtime.so'}" in needed, needed
+        assert f"libaot_runtime.so.1 => {prefix / 'lib' / 'libaot_runtime.so.1'}" in needed, needed
 
 
 def test_a_newer_version_than_installed_is_not_found(prefix, tmp_path):
