@@ -340,7 +340,7 @@ AOT_API aot_status_t aot_model_donation(const aot_model_t* model, uint32_t index
  * A pool is num_threads - 1 worker threads plus the thread that calls aot_pool_run. It
  * splits each kernel by the compiler's cost estimate at first, and after the first runs of
  * a program by that program's measured times on this machine (as a context does); it keeps
- * those for the program it ran last, so one pool per model keeps them for good. Workers
+ * those for the last 8 programs it ran, so a pool shared by a few models measures each once. Workers
  * poll briefly after a run for the next one, then sleep. aot_pool_run calls on one pool
  * from several threads run one after another (a mutex), never interleaved: give each
  * serving thread its own pool, or share one to cap the threads a process uses. */

@@ -46,9 +46,9 @@
  * and a run slowed by the machine's other load would move the splits back and
  * forth.)
  * The pool runs the program last bound to it (aot__pool_bind): a context binds
- * its model once; the public aot_pool_run binds the program it is given when it
- * differs from the last one, so the measured splits last while one pool serves
- * one model.
+ * its model once; the public aot_pool_run binds the program it is given. The
+ * pool keeps the splits of the last POOL_PROGRAMS programs it ran, so each
+ * one's calibration happens once even when runs of several alternate.
  * Thread-safety: one aot__pool_run at a time per pool (the context's rule; the
  * public aot_pool_run holds the pool's run lock). */
 #define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np (Linux) */
@@ -125,17 +125,28 @@ static uint64_t wait_while_equal(_Atomic uint64_t* value, uint64_t seen, int64_t
   return v;
 }
 
-struct aot__pool {
-  /* the bound program: kernels (the binder's), and per kernel, in tables of `capacity` */
-  const aot__kernel_t* kernels;
-  uint32_t kernel_count, capacity;
-  aot__split_t* splits; /* for this pool's thread count */
+/* A program the pool has run, and how it splits its kernels. */
+typedef struct aot__program_splits {
+  const aot__kernel_t* kernels; /* the binder's; NULL: a free slot */
+  uint32_t kernel_count, capacity; /* per kernel tables of `capacity` */
+  aot__split_t* splits;            /* for the pool's thread count */
   /* per kernel: its fastest time in the calibration runs so far, or NOT_TIMED */
   int64_t* measured_ns;
   uint32_t calibration_runs_left;
   /* a run may split a kernel: splits has one of 2 chunks or more, untimed
    * while calibration_runs_left */
   int any_split;
+  uint64_t last_bound; /* the pool's bind count when it was last bound: the oldest is replaced */
+} aot__program_splits_t;
+
+/* the programs whose splits a pool keeps: a server running a few models through one pool
+ * keeps each one's measured splits instead of calibrating again at every switch */
+#define POOL_PROGRAMS 8
+
+struct aot__pool {
+  aot__program_splits_t programs[POOL_PROGRAMS];
+  aot__program_splits_t* p; /* the bound one (programs[0], empty, until the first bind) */
+  uint64_t binds;
   uint32_t thread_count; /* workers and the caller */
   uint32_t workers;
   uint32_t started;
@@ -173,7 +184,7 @@ static uint64_t work_on(aot__pool_t* pool, uint64_t s) {
     if (!atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
-    const aot__kernel_t* k = &pool->kernels[atomic_load_explicit(&pool->kernel,
+    const aot__kernel_t* k = &pool->p->kernels[atomic_load_explicit(&pool->kernel,
                                                                  memory_order_relaxed)];
     int64_t items = atomic_load_explicit(&pool->items, memory_order_relaxed);
     int64_t begin = (int64_t)(s & FIELD_MASK) * items;
@@ -245,8 +256,10 @@ static void stop_workers(aot__pool_t* pool) {
 }
 
 static void free_tables(aot__pool_t* pool) {
-  free(pool->splits);
-  free(pool->measured_ns);
+  for (int i = 0; i < POOL_PROGRAMS; i++) {
+    free(pool->programs[i].splits);
+    free(pool->programs[i].measured_ns);
+  }
   free(pool->threads);
   free(pool);
 }
@@ -256,6 +269,7 @@ aot_status_t aot__pool_create(uint32_t threads, aot__pool_t** out, aot_error_t* 
   aot__pool_t* pool = aot__aligned_alloc(CACHE_LINE, sizeof *pool);
   if (!pool) return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory");
   memset(pool, 0, sizeof *pool);
+  pool->p = &pool->programs[0];
   pool->workers = threads - 1;
   pool->thread_count = threads;
   pool->threads = calloc(pool->workers ? pool->workers : 1, sizeof *pool->threads);
@@ -297,8 +311,18 @@ aot_status_t aot__pool_create(uint32_t threads, aot__pool_t** out, aot_error_t* 
 
 aot_status_t aot__pool_bind(aot__pool_t* pool, const aot__kernel_t* kernels, uint32_t count,
                             aot_error_t* err) {
-  if (kernels == pool->kernels && count == pool->kernel_count) return AOT_OK;
-  if (count > pool->capacity) {
+  pool->binds++;
+  aot__program_splits_t* slot = NULL;
+  for (int i = 0; i < POOL_PROGRAMS; i++) {
+    aot__program_splits_t* q = &pool->programs[i];
+    if (q->kernels == kernels && q->kernel_count == count && (kernels || !count)) {
+      q->last_bound = pool->binds;
+      pool->p = q; /* its splits, measured before, stay */
+      return AOT_OK;
+    }
+    if (!slot || q->last_bound < slot->last_bound) slot = q; /* free slots have 0 */
+  }
+  if (count > slot->capacity) {
     aot__split_t* splits = calloc(count, sizeof *splits);
     int64_t* measured = calloc(count, sizeof *measured);
     if (!splits || !measured) {
@@ -307,29 +331,31 @@ aot_status_t aot__pool_bind(aot__pool_t* pool, const aot__kernel_t* kernels, uin
       return aot__fail(err, AOT_ERR_NO_MEMORY, "out of memory for the split tables of %u kernels",
                        count);
     }
-    free(pool->splits);
-    free(pool->measured_ns);
-    pool->splits = splits;
-    pool->measured_ns = measured;
-    pool->capacity = count;
+    free(slot->splits);
+    free(slot->measured_ns);
+    slot->splits = splits;
+    slot->measured_ns = measured;
+    slot->capacity = count;
   }
-  pool->kernels = kernels;
-  pool->kernel_count = count;
+  slot->kernels = kernels;
+  slot->kernel_count = count;
+  slot->last_bound = pool->binds;
+  pool->p = slot;
   /* until the calibration runs are done, the estimates say how to split the
    * kernels that are not timed */
   uint32_t threads = pool->thread_count;
   int64_t certain_ns = (int64_t)threads * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS * CERTAIN_FACTOR;
   int timed = 0;
-  pool->any_split = 0;
+  slot->any_split = 0;
   for (uint32_t k = 0; k < count; k++) {
     const aot__kernel_t* kern = &kernels[k];
-    pool->splits[k] = aot__split_kernel(kern, threads);
+    slot->splits[k] = aot__split_kernel(kern, threads);
     int certain = kern->cost_ns >= certain_ns || kern->work < 2;
-    pool->measured_ns[k] = certain ? NOT_TIMED : INT64_MAX;
+    slot->measured_ns[k] = certain ? NOT_TIMED : INT64_MAX;
     timed |= !certain;
-    pool->any_split |= certain && pool->splits[k].chunks > 1;
+    slot->any_split |= certain && slot->splits[k].chunks > 1;
   }
-  pool->calibration_runs_left = timed && threads > 1 ? AOT__CALIBRATION_RUNS : 0;
+  slot->calibration_runs_left = timed && threads > 1 ? AOT__CALIBRATION_RUNS : 0;
   return AOT_OK;
 }
 
@@ -343,34 +369,34 @@ void aot__pool_destroy(aot__pool_t* pool) {
 
 /* After the last calibration run: each timed kernel split by its fastest time. */
 static void split_by_measured(aot__pool_t* pool) {
-  pool->any_split = 0;
-  for (uint32_t k = 0; k < pool->kernel_count; k++) {
-    if (pool->measured_ns[k] != NOT_TIMED) {
-      aot__kernel_t timed = pool->kernels[k];
-      timed.cost_ns = pool->measured_ns[k];
-      pool->splits[k] = aot__split_kernel(&timed, pool->thread_count);
+  pool->p->any_split = 0;
+  for (uint32_t k = 0; k < pool->p->kernel_count; k++) {
+    if (pool->p->measured_ns[k] != NOT_TIMED) {
+      aot__kernel_t timed = pool->p->kernels[k];
+      timed.cost_ns = pool->p->measured_ns[k];
+      pool->p->splits[k] = aot__split_kernel(&timed, pool->thread_count);
     }
-    pool->any_split |= pool->splits[k].chunks > 1;
+    pool->p->any_split |= pool->p->splits[k].chunks > 1;
   }
 }
 
 /* Kernel k whole on the caller, timed if it is timed and the pool calibrating. */
 static void run_whole(aot__pool_t* pool, uint32_t k, const aot__job_t* job, int calibrating) {
-  const aot__kernel_t* kern = &pool->kernels[k];
+  const aot__kernel_t* kern = &pool->p->kernels[k];
   if (kern->work <= 0) return;
-  int timed = calibrating && pool->measured_ns[k] != NOT_TIMED;
+  int timed = calibrating && pool->p->measured_ns[k] != NOT_TIMED;
   int64_t start = timed ? now_ns() : 0;
   kern->fn(job->inputs, job->outputs, job->arena, job->weights, 0, kern->work);
   if (!timed) return;
   int64_t took = now_ns() - start;
-  if (took < pool->measured_ns[k]) pool->measured_ns[k] = took;
+  if (took < pool->p->measured_ns[k]) pool->p->measured_ns[k] = took;
 }
 
 void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
-  int calibrating = pool->calibration_runs_left > 0;
-  if (!pool->any_split) { /* every kernel on the caller: the workers need not hear of this run */
-    for (uint32_t k = 0; k < pool->kernel_count; k++) run_whole(pool, k, job, calibrating);
-    if (calibrating && --pool->calibration_runs_left == 0) split_by_measured(pool);
+  int calibrating = pool->p->calibration_runs_left > 0;
+  if (!pool->p->any_split) { /* every kernel on the caller: the workers need not hear of this run */
+    for (uint32_t k = 0; k < pool->p->kernel_count; k++) run_whole(pool, k, job, calibrating);
+    if (calibrating && --pool->p->calibration_runs_left == 0) split_by_measured(pool);
     return;
   }
   /* no task of this run is published yet, and every chunk of the last run's
@@ -389,9 +415,9 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
     pthread_cond_broadcast(&pool->cv);
     pthread_mutex_unlock(&pool->mu);
   }
-  for (uint32_t k = 0; k < pool->kernel_count; k++) {
-    aot__split_t split = pool->splits[k];
-    if (split.chunks < 2 || (calibrating && pool->measured_ns[k] != NOT_TIMED)) {
+  for (uint32_t k = 0; k < pool->p->kernel_count; k++) {
+    aot__split_t split = pool->p->splits[k];
+    if (split.chunks < 2 || (calibrating && pool->p->measured_ns[k] != NOT_TIMED)) {
       run_whole(pool, k, job, calibrating);
       continue;
     }
@@ -407,5 +433,5 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
       wait_while_equal(&pool->done, d, -1);
   }
   atomic_fetch_add_explicit(&pool->run, 1, memory_order_release); /* even: idle */
-  if (calibrating && --pool->calibration_runs_left == 0) split_by_measured(pool);
+  if (calibrating && --pool->p->calibration_runs_left == 0) split_by_measured(pool);
 }

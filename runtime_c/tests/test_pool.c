@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "aot_runtime.h"
 #include "check.h"
@@ -187,6 +188,62 @@ static void test_threads_share_a_pool(void) {
   aot_pool_destroy(g_shared);
 }
 
+/* Programs whose kernel the pool times before it splits it: 64 items of 2 us each, estimated
+ * at 100 us (below what a 2-thread pool splits untimed, above what it splits once measured).
+ * Each run of either counts its kernel's calls: 1 while it runs whole, one per chunk after. */
+#define SLOW_ITEMS 64
+#define SLOW_ITEM_NS 2000
+static _Atomic int64_t g_slow_calls[2];
+
+static int64_t clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void spin(int which, int64_t begin, int64_t end) {
+  int64_t until = clock_ns() + (end - begin) * SLOW_ITEM_NS;
+  while (clock_ns() < until) {
+  }
+  atomic_fetch_add(&g_slow_calls[which], 1);
+}
+static void slow_a(const void* const* in, void* const* out, uint8_t* arena, const uint8_t* weights,
+                   int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  spin(0, begin, end);
+}
+static void slow_b(const void* const* in, void* const* out, uint8_t* arena, const uint8_t* weights,
+                   int64_t begin, int64_t end) {
+  (void)in, (void)out, (void)arena, (void)weights;
+  spin(1, begin, end);
+}
+
+/* Runs of two programs alternate on one pool: each is timed in its own first two runs and
+ * split in every run after, so switching programs keeps each one's measured splits. */
+static void test_alternating_programs_keep_their_splits(void) {
+  static const aot_kernel_t ka[1] = {{slow_a, SLOW_ITEMS, 100000}}, kb[1] = {{slow_b, SLOW_ITEMS, 100000}};
+  static const aot_program_t a = {sizeof(aot_program_t), 1, ka, NULL}, b = {sizeof(aot_program_t), 1, kb, NULL};
+  aot_pool_t* pool = NULL;
+  aot_error_t err;
+  if (aot_pool_create(2, &pool, &err) != AOT_OK) {
+    CHECK(0, "aot_pool_create: %s", err.message);
+    return;
+  }
+  for (int round = 0; round < 6; round++) {
+    for (int which = 0; which < 2; which++) {
+      atomic_store(&g_slow_calls[which], 0);
+      CHECK(aot_pool_run(pool, which ? &b : &a, NULL, NULL, NULL, &err) == AOT_OK, "run: %s", err.message);
+      int64_t calls = atomic_load(&g_slow_calls[which]);
+      if (round < 2)
+        CHECK(calls == 1, "round %d, program %d: timed whole, got %lld calls", round, which, (long long)calls);
+      else
+        CHECK(calls > 1, "round %d, program %d: split by its measured time, got %lld call(s)", round, which,
+              (long long)calls);
+    }
+  }
+  aot_pool_destroy(pool);
+}
+
 int main(void) {
   test_create_refuses_bad_arguments();
   test_runs_every_item_once(1);
@@ -194,6 +251,7 @@ int main(void) {
   test_runs_every_item_once(4);
   test_run_refuses_bad_programs();
   test_threads_share_a_pool();
+  test_alternating_programs_keep_their_splits();
   printf("test_pool: %d checks, %d failures\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }
