@@ -59,17 +59,25 @@ def _conv_relu_plan(channels: int, kernel: int):
     return run_pipeline(graph, PipelineOptions(passes=default_passes(HASWELL.vector_lanes)))
 
 
-def test_packed_conv_bodies_are_marked_and_pointwise_ones_are_not():
-    """A body's text says whether it skips the loop vectorizer: packed convs do; pointwise
-    convs keep it (their loops over small maps need it)."""
+def test_conv_bodies_are_marked_and_elemental_ones_are_not():
+    """A body's text says whether it skips the loop vectorizer: packed and pointwise convs (vector
+    code throughout) do; an elemental body, scalar code for LLVM to vectorize, keeps it."""
     machine = HASWELL.target_machine()
-    for channels, kernel, marked in ((16, 3, True), (16, 1, False)):
+    for channels, kernel in ((16, 3), (16, 1)):
         plan = _conv_relu_plan(channels, kernel)
         (index,) = [i for i, k in enumerate(plan.kernels) if body_of(k, HASWELL) is not None]
         body = body_of(plan.kernels[index], HASWELL)
-        assert body is not None and body.own_vectors is marked, body
+        assert body is not None and body.own_vectors, body
         _, text = kernel_body(plan, HASWELL, index, machine)
-        assert text.startswith(OWN_VECTORS) is marked
+        assert text.startswith(OWN_VECTORS)
+    graph = Graph()
+    x = graph.add_input("x", TensorType(DType.F32, (4, 100)))
+    graph.add_output(Builder(graph).op("exp", [x]), "y")
+    plan = run_pipeline(graph, PipelineOptions(passes=default_passes(HASWELL.vector_lanes)))
+    (kernel,) = plan.kernels
+    assert body_of(kernel, HASWELL) is None
+    _, text = kernel_body(plan, HASWELL, 0, machine)
+    assert not text.startswith(OWN_VECTORS)
 
 
 def test_own_vector_code_runs_o2_and_other_code_o3(monkeypatch):
