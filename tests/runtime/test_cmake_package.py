@@ -93,6 +93,20 @@ def test_find_package_builds_and_runs_the_example(prefix, tmp_path):
         assert f"libaot_runtime.so.1 => {prefix / 'lib' / 'libaot_runtime.so.1'}" in needed, needed
 
 
+def test_a_program_linked_against_the_build_folder_runs(prefix, tmp_path):
+    """-L<build> -laot_runtime records the SONAME, and the build folder holds a file of that
+    name (libaot_runtime.so is the link to it), so the program finds the library at run time."""
+    build = prefix.parent / "build"
+    assert os.readlink(build / "libaot_runtime.so") == "libaot_runtime.so.1"
+    exe = tmp_path / "run_model"
+    _run(["cc", "-std=c11", "-O2", f"-I{RUNTIME_C / 'include'}", RUNTIME_C / "examples" / "run_model.c",
+          f"-L{build}", "-laot_runtime", f"-Wl,-rpath,{build}", "-o", exe])
+    model = make_samples.make_sample("lenet")
+    aot.compile(model, tmp_path / "lenet.aot")
+    out = _run([exe, tmp_path / "lenet.aot"]).stdout
+    assert "output" in out, out
+
+
 def test_a_newer_version_than_installed_is_not_found(prefix, tmp_path):
     major = int(__version__.split(".")[0])
     src = _consumer(tmp_path, "newer", f"{major + 1}.0")
