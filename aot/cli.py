@@ -243,7 +243,7 @@ def _emit_c(model: Path, output: Path | None, name: str | None, shape: tuple[str
         _fail(err)
     written = ", ".join(str(path) for path in result.files.values())
     click.echo(f"wrote {written}: {result.kernels} kernels for {result.cpu}, arena {result.arena_bytes} B, "
-               f"weights {result.weights_bytes} B; entry {result.prefix}_run")
+               f"weights {result.weights_bytes} B; entries {result.prefix}_run, {result.prefix}_run_threads")
 
 
 @contextmanager

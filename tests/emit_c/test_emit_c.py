@@ -45,7 +45,7 @@ def lenet(sample_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("lenet") / "out"
     result = CliRunner().invoke(compile_main, [str(sample_dir["lenet"]), "--emit", "c", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "entry lenet_run" in result.output
+    assert "entries lenet_run, lenet_run_threads" in result.output
     return out
 
 
