@@ -12,6 +12,13 @@ artifact, write) and the total, plus `process`, the whole subprocess's wall time
 (Python start and the compiler's own imports too). Medians over --runs. The header
 names the CPU and its core count; other load on the machine shows up here, so run it
 quiet and under the benchmark lock (flock /tmp/aot-bench.lock ...).
+
+    python benchmarks/compile_time.py --iree /path/to/bin [models...]
+
+also times IREE on each model, for one CPU variant (llvm-cpu, --iree-llvmcpu-target-cpu=host):
+`iree-import-onnx` then `iree-compile` from that folder (pip install iree-base-compiler; they
+are not a dependency), and prints its seconds beside aot's cold process time with the
+ratio aot/IREE (the issue's bar: no model over 4). Medians over --runs.
 """
 from __future__ import annotations
 
@@ -86,6 +93,22 @@ def measure(model: Path, cpu: str, runs: int, jobs: int | None, work: Path) -> d
     return {state: {p: statistics.median(s[p] for s in found) for p in PHASES} for state, found in samples.items()}
 
 
+def iree_seconds(model: Path, bin_dir: Path, work: Path) -> tuple[float, float]:
+    """(import s, compile s) of one IREE compile of `model` for this CPU, each a fresh process."""
+    mlir, vmfb = work / f"{model.stem}.mlir", work / f"{model.stem}.vmfb"
+    steps = ([str(bin_dir / "iree-import-onnx"), str(model), "-o", str(mlir)],
+             [str(bin_dir / "iree-compile"), str(mlir), "--iree-hal-target-device=local",
+              "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host", "-o", str(vmfb)])
+    seconds = []
+    for step in steps:
+        start = time.perf_counter()
+        result = subprocess.run(step, capture_output=True, text=True)
+        seconds.append(time.perf_counter() - start)
+        if result.returncode != 0:
+            raise SystemExit(f"IREE failed on {model.name}: {' '.join(step)}\n{result.stderr[-2000:]}")
+    return seconds[0], seconds[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     from side_by_side import cpu_model_name
 
@@ -95,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", default="portable,native", help="comma list of --cpu values, each timed apart")
     parser.add_argument("--jobs", type=int, default=None, help="codegen worker processes (AOT_JOBS; default: the cores)")
     parser.add_argument("--models-dir", type=Path, help="take MODEL.onnx from here instead of making them with torch")
+    parser.add_argument("--iree", type=Path, help="a folder with iree-import-onnx and iree-compile: time IREE too")
     args = parser.parse_args(argv)
+    if args.iree and not all((args.iree / tool).is_file() for tool in ("iree-import-onnx", "iree-compile")):
+        parser.error(f"--iree {args.iree}: no iree-import-onnx and iree-compile there (pip install iree-base-compiler)")
     import make_benchmarks
 
     names = args.models or list(make_benchmarks.MODELS)
@@ -104,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
           f"codegen jobs: {args.jobs or 'all cores'}; medians of {args.runs} run(s), seconds")
     print(f"| model | cpu | cache | {' | '.join(PHASES)} |")
     print(f"|---|---|---|{'--:|' * len(PHASES)}")
+    against_iree = []
     with tempfile.TemporaryDirectory(prefix="aot-compile-time-") as tmp:
         work = Path(tmp)
         for name in names:
@@ -113,6 +140,16 @@ def main(argv: list[str] | None = None) -> int:
                 for state in ("cold", "warm"):
                     row = " | ".join(f"{result[state][p]:.2f}" for p in PHASES)
                     print(f"| {name} | {cpu} | {state} | {row} |", flush=True)
+                if args.iree and cpu == cpus[0]:
+                    runs = [iree_seconds(model, args.iree, work) for _ in range(args.runs)]
+                    imported, compiled = (statistics.median(r[i] for r in runs) for i in (0, 1))
+                    against_iree.append((name, cpu, result["cold"]["process"], imported, compiled))
+    if against_iree:
+        print(f"\n| model | aot cpu | aot cold process s | IREE import s | IREE compile s | IREE total s | aot/IREE |")
+        print("|---|---|--:|--:|--:|--:|--:|")
+        for name, cpu, ours, imported, compiled in against_iree:
+            print(f"| {name} | {cpu} | {ours:.2f} | {imported:.2f} | {compiled:.2f} | {imported + compiled:.2f} | "
+                  f"{ours / (imported + compiled):.2f} |")
     return 0
 
 
