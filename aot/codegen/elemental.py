@@ -23,6 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from aot.codegen import math as m
+from aot.codegen.constants import constant
 from aot.codegen.loops import I64, const_i64, delinearize, for_nest, for_range, linearize
 from aot.codegen.arith_target import ArithTarget
 from aot.errors import CodegenError
@@ -78,7 +79,7 @@ def float8_to_f32(b: ir.IRBuilder, bits: ir.Value, dtype: DType, name: str) -> i
         table = ir.GlobalVariable(module, ty, name=symbol)
         table.linkage = "private"
         table.global_constant = True
-        table.initializer = ir.Constant(ty, [float(v) for v in values])
+        table.initializer = constant(ty, [float(v) for v in values])
         table.align = 64
     slot = b.gep(table, [ZERO, b.zext(bits, I64)], inbounds=True, name=f"{name}.f8slot")
     return b.load(slot, name=name, align=4)
@@ -100,10 +101,10 @@ def f32_to_float8(lib: m.MathLib, b: ir.IRBuilder, x: ir.Value, dtype: DType, sa
     rounded = b.add(magnitude_bits, b.add(i32((1 << (shift - 1)) - 1), lsb))
     normal = b.sub(b.lshr(rounded, i32(shift)), i32((127 - fmt.bias) << fmt.mantissa))
     # subnormal range: |x| / (smallest subnormal), rounded to even (2**mantissa is the smallest normal's code)
-    scaled = b.fmul(magnitude, ir.Constant(m.F32, 2.0 ** (fmt.bias - 1 + fmt.mantissa)))
+    scaled = b.fmul(magnitude, constant(m.F32, 2.0 ** (fmt.bias - 1 + fmt.mantissa)))
     even = lib.roundeven(b, scaled)  # llvm.roundeven is a roundevenf call without SSE4.1
     subnormal = b.fptoui(even, i32)
-    smallest_normal = ir.Constant(m.F32, 2.0 ** (1 - fmt.bias))
+    smallest_normal = constant(m.F32, 2.0 ** (1 - fmt.bias))
     code = b.select(b.fcmp_ordered("<", magnitude, smallest_normal), subnormal, normal)
     overflow = b.icmp_unsigned(">", code, i32(fmt.max_code))
     if saturate:
@@ -385,17 +386,17 @@ class ElementalEmitter:
             if not math.isinf(wide):
                 with np.errstate(all="ignore"):
                     wide = float(np.array(wide).astype(dtype.to_numpy()).astype(np.float32))
-            return ir.Constant(register_type(dtype), wide)
+            return constant(register_type(dtype), wide)
         with np.errstate(all="ignore"):
             scalar = np.array(value).astype(dtype.to_numpy()).item()
         ty = register_type(dtype)
         if dtype.is_float:
-            return ir.Constant(ty, float(scalar))
+            return constant(ty, float(scalar))
         bits = ty.width
         wrapped = int(scalar) & ((1 << bits) - 1)
         if bits > 1 and wrapped >= 1 << (bits - 1):
             wrapped -= 1 << bits
-        return ir.Constant(ty, wrapped)
+        return constant(ty, wrapped)
 
     def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
         b = self.b
@@ -403,8 +404,8 @@ class ElementalEmitter:
             return v
         if dst is DType.BOOL:
             if src.is_float:
-                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
-            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+                return b.fcmp_unordered("!=", v, constant(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, constant(v.type, 0))
         dst_ty = register_type(dst)
         if src.is_float and dst.is_float:
             if src is DType.F64 and dst in (DType.F16, DType.BF16):
@@ -437,7 +438,7 @@ class ElementalEmitter:
         """convert to float8 saturates (ONNX Cast's default): clamp to the largest finite value in f32
         first, then the rounding cannot overflow; NaN compares false and passes through."""
         limit = float(float8_saturate(np.array(np.inf), dtype).astype(np.float32))
-        high, low = ir.Constant(v.type, limit), ir.Constant(v.type, -limit)
+        high, low = constant(v.type, limit), constant(v.type, -limit)
         v = self.b.select(self.b.fcmp_ordered(">", v, high), high, v)
         return self.b.select(self.b.fcmp_ordered("<", v, low), low, v)
 
@@ -548,7 +549,7 @@ def _constant(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Valu
         glob = ir.GlobalVariable(module, ir.ArrayType(I8, len(data)), name=symbol)
         glob.linkage = "private"
         glob.global_constant = True
-        glob.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
+        glob.initializer = constant(ir.ArrayType(I8, len(data)), data)
         glob.align = 64
     ptr = e.b.bitcast(glob, storage_type(dtype, e.target).as_pointer(), name=f"{symbol}.ptr")
     linear = linearize(e.b, index, node.out.type.shape, node.out.name)
@@ -628,7 +629,7 @@ def _concat(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
             result = e.b.select(starts_here, element, result, name=node.out.name)
         offset += size
     if result is None:  # every operand is empty: so is the output, never read
-        return ir.Constant(register_type(node.out.type.dtype), None)
+        return constant(register_type(node.out.type.dtype), None)
     return result
 
 
@@ -660,13 +661,13 @@ def _float_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
     if op == "abs":
         return lib.fabs(b, x)
     if op == "sign":
-        one = ir.Constant(x.type, 1.0)
-        negative = b.select(b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0)), ir.Constant(x.type, -1.0), x)
-        return b.select(b.fcmp_ordered(">", x, ir.Constant(x.type, 0.0)), one, negative)
+        one = constant(x.type, 1.0)
+        negative = b.select(b.fcmp_ordered("<", x, constant(x.type, 0.0)), constant(x.type, -1.0), x)
+        return b.select(b.fcmp_ordered(">", x, constant(x.type, 0.0)), one, negative)
     if op == "sqrt":
         return lib.sqrt(b, x)
     if op == "rsqrt":
-        return b.fdiv(ir.Constant(x.type, 1.0), lib.sqrt(b, x))
+        return b.fdiv(constant(x.type, 1.0), lib.sqrt(b, x))
     if op == "floor":
         return lib.floor(b, x)
     if op == "ceil":
@@ -682,12 +683,12 @@ def _float_unary(e: ElementalEmitter, op: str, x: ir.Value) -> ir.Value:
 
 def _int_unary(e: ElementalEmitter, op: str, x: ir.Value, dtype: DType) -> ir.Value:
     b = e.b
-    zero = ir.Constant(x.type, 0)
+    zero = constant(x.type, 0)
     signed = dtype in SIGNED_DTYPES
     if op == "copy":
         return x
     if op == "not":
-        return b.xor(x, ir.Constant(x.type, -1))
+        return b.xor(x, constant(x.type, -1))
     if op in ("popcnt", "clz"):
         # single instructions where the CPU has them, inline bit tricks otherwise (never a call)
         name = f"llvm.{'ctpop' if op == 'popcnt' else 'ctlz'}.i{x.type.width}"
@@ -735,11 +736,11 @@ def _unary(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
 def _int_div(e: ElementalEmitter, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
     """Truncating division, defined everywhere: x/0 = 0, MIN/-1 = MIN (wraps), never a trap."""
     b = e.b
-    zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
+    zero, one = constant(a.type, 0), constant(a.type, 1)
     by_zero = b.icmp_unsigned("==", c, zero)
     safe = b.select(by_zero, one, c)
     if dtype in SIGNED_DTYPES:
-        minus_one = ir.Constant(a.type, -1)
+        minus_one = constant(a.type, -1)
         safe = b.select(b.icmp_signed("==", safe, minus_one), one, safe)
         quotient = b.sdiv(a, safe)
         quotient = b.select(b.icmp_signed("==", c, minus_one), b.sub(zero, a), quotient)
@@ -752,18 +753,18 @@ def _int_pow(e: ElementalEmitter, base: ir.Value, exponent: ir.Value, dtype: DTy
     """Binary exponentiation over every exponent bit (wrapping); negative exponents give 1/x^n truncated."""
     b = e.b
     ty = base.type
-    one = ir.Constant(ty, 1)
+    one = constant(ty, 1)
     result: ir.Value = one
     square = base
     for bit in range(ty.width - (1 if dtype in SIGNED_DTYPES else 0)):
-        set_ = b.trunc(b.lshr(exponent, ir.Constant(ty, bit)), I1)
+        set_ = b.trunc(b.lshr(exponent, constant(ty, bit)), I1)
         result = b.select(set_, b.mul(result, square), result)
         square = b.mul(square, square)
     if dtype not in SIGNED_DTYPES:
         return result
-    zero = ir.Constant(ty, 0)
+    zero = constant(ty, 0)
     odd = b.trunc(exponent, I1)
-    minus_one = ir.Constant(ty, -1)
+    minus_one = constant(ty, -1)
     negative_power = b.select(b.icmp_signed("==", base, one), one,
                               b.select(b.icmp_signed("==", base, minus_one), b.select(odd, minus_one, one), zero))
     return b.select(b.icmp_signed("<", exponent, zero), negative_power, result)
@@ -772,16 +773,16 @@ def _int_pow(e: ElementalEmitter, base: ir.Value, exponent: ir.Value, dtype: DTy
 @emits("is_finite")
 def _is_finite(e: ElementalEmitter, node: Node, index: list[ir.Value]) -> ir.Value:
     x = e.value(node.inputs[0], index)
-    return e.b.fcmp_ordered("<", e.lib.fabs(e.b, x), ir.Constant(x.type, math.inf), name=node.out.name)
+    return e.b.fcmp_ordered("<", e.lib.fabs(e.b, x), constant(x.type, math.inf), name=node.out.name)
 
 
 def _int_rem(e: ElementalEmitter, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
     """Truncated remainder (sign of the dividend), defined everywhere: x % 0 = 0, MIN % -1 = 0."""
     b = e.b
-    zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
+    zero, one = constant(a.type, 0), constant(a.type, 1)
     undefined = b.icmp_unsigned("==", c, zero)
     if dtype in SIGNED_DTYPES:
-        undefined = b.or_(undefined, b.icmp_signed("==", c, ir.Constant(a.type, -1)))
+        undefined = b.or_(undefined, b.icmp_signed("==", c, constant(a.type, -1)))
     safe = b.select(undefined, one, c)
     remainder = b.srem(a, safe) if dtype in SIGNED_DTYPES else b.urem(a, safe)
     return b.select(undefined, zero, remainder)
@@ -790,14 +791,14 @@ def _int_rem(e: ElementalEmitter, a: ir.Value, c: ir.Value, dtype: DType) -> ir.
 def _shift(e: ElementalEmitter, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
     """Shifts by the amount read as unsigned; amounts >= the width give 0 (sign fill for arithmetic)."""
     b = e.b
-    width = ir.Constant(a.type, a.type.width)
+    width = constant(a.type, a.type.width)
     too_far = b.icmp_unsigned(">=", c, width)
-    safe = b.select(too_far, ir.Constant(a.type, 0), c)
+    safe = b.select(too_far, constant(a.type, 0), c)
     if op == "shift_left":
-        return b.select(too_far, ir.Constant(a.type, 0), b.shl(a, safe))
+        return b.select(too_far, constant(a.type, 0), b.shl(a, safe))
     if op == "shift_right_logical":
-        return b.select(too_far, ir.Constant(a.type, 0), b.lshr(a, safe))
-    fill = b.ashr(a, ir.Constant(a.type, a.type.width - 1))
+        return b.select(too_far, constant(a.type, 0), b.lshr(a, safe))
+    fill = b.ashr(a, constant(a.type, a.type.width - 1))
     return b.select(too_far, fill, b.ashr(a, safe))
 
 

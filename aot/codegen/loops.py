@@ -9,11 +9,13 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
+
 I64 = ir.IntType(64)
 
 
 def const_i64(value: int) -> ir.Constant:
-    return ir.Constant(I64, value)
+    return constant(I64, value)
 
 
 @contextmanager

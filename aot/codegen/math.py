@@ -25,6 +25,7 @@ from fractions import Fraction
 from llvmlite import ir
 
 from aot.codegen.arith_target import ArithTarget
+from aot.codegen.constants import constant
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -49,10 +50,10 @@ class FloatFormat:
         return self.mant == 23
 
     def c(self, value: float) -> ir.Constant:
-        return ir.Constant(self.ty, [value] * self.lanes if self.lanes else value)
+        return constant(self.ty, [value] * self.lanes if self.lanes else value)
 
     def ci(self, value: int) -> ir.Constant:
-        return ir.Constant(self.ity, [value] * self.lanes if self.lanes else value)
+        return constant(self.ity, [value] * self.lanes if self.lanes else value)
 
 
 FMT32 = FloatFormat(F32, I32, 23, 127, "f32")
@@ -652,7 +653,7 @@ def _f16_to_f32_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: F
     o_special = b.add(o, I32((128 - 16) << 23))
     zero_sub = b.icmp_unsigned("==", exp, I32(0))
     # subnormal/zero: renormalize with one float subtraction
-    renorm = b.fsub(b.bitcast(b.add(o, I32(1 << 23)), F32), ir.Constant(F32, 2.0 ** -14))
+    renorm = b.fsub(b.bitcast(b.add(o, I32(1 << 23)), F32), constant(F32, 2.0 ** -14))
     o = b.select(inf_nan, o_special, o)
     o = b.select(zero_sub, b.bitcast(renorm, I32), o)
     o = b.or_(o, b.shl(b.and_(h, I32(0x8000)), I32(16)))
@@ -712,7 +713,7 @@ def f64_to_f32_odd(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     aback = b.call(intrinsic(b.module, "llvm.fabs.f64", F64, [F64]), [back])
     bits = b.bitcast(t, I32)
     # rounded away from zero: step one ulp back toward zero (finite results only)
-    finite = b.fcmp_ordered("<", b.call(intrinsic(b.module, "llvm.fabs.f32", F32, [F32]), [t]), ir.Constant(F32, math.inf))
+    finite = b.fcmp_ordered("<", b.call(intrinsic(b.module, "llvm.fabs.f32", F32, [F32]), [t]), constant(F32, math.inf))
     toward_zero = b.select(b.and_(finite, b.fcmp_ordered(">", aback, ax)), b.sub(bits, I32(1)), bits)
     inexact = b.fcmp_ordered("!=", back, x)
     odd = b.select(b.and_(finite, inexact), b.or_(toward_zero, I32(1)), toward_zero)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.elemental import ZERO, ElementalEmitter, index_as_i64
 from aot.codegen.loops import const_i64, linearize
 from aot.ir.graph import Node
@@ -40,7 +41,7 @@ def window_origin(b: ir.IRBuilder, e: ElementalEmitter, node: Node, dims: Scatte
             start = ZERO
         starts.append(start)
     fits = e.all_of(checks)
-    return starts, fits if fits is not None else ir.Constant(ir.IntType(1), 1)
+    return starts, fits if fits is not None else constant(ir.IntType(1), 1)
 
 
 def update_element(b: ir.IRBuilder, node: Node, dims: ScatterDims, starts: list[ir.Value],

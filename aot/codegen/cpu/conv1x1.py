@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.cpu.vector_epilogue import store_run
@@ -241,10 +242,10 @@ def _horizontal_sum(b: ir.IRBuilder, vec: ir.Value) -> ir.Value:
     """The sum of `vec`'s lanes: halves added until one lane is left."""
     while vec.type.count > 1:
         half = vec.type.count // 2
-        low = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, half), list(range(half))))
-        high = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, half), list(range(half, 2 * half))))
+        low = b.shuffle_vector(vec, vec, constant(ir.VectorType(I32, half), list(range(half))))
+        high = b.shuffle_vector(vec, vec, constant(ir.VectorType(I32, half), list(range(half, 2 * half))))
         vec = b.fadd(low, high)
-    return b.extract_element(vec, ir.Constant(I32, 0))
+    return b.extract_element(vec, constant(I32, 0))
 
 
 def _tail_dots(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0: ir.Value, columns: ir.Value,
@@ -265,7 +266,7 @@ def _tail_dots(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value
         o = b.add(o0, const_i64(r), flags=["nuw", "nsw"])
         row = b.mul(o, const_i64(s.channels), flags=["nuw", "nsw"])
         for slot in slots:
-            b.store(ir.Constant(vec, [0.0] * LANES), slot)
+            b.store(constant(vec, [0.0] * LANES), slot)
         with for_range(b, 0, steps, f"{name}.dc{r}") as step:
             c = b.mul(step, const_i64(LANES), flags=["nuw", "nsw"])
             wv = load_vector(b, w_ptr, b.add(row, c), LANES, f"{name}.w{r}")
@@ -293,7 +294,7 @@ def _tail_dots(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value
 def _prefix_mask(count: int) -> Callable[[int, int], ir.Value]:
     """lane_mask for masked_load: the first `count` lanes."""
     def lane_mask(lane0: int, lanes: int) -> ir.Value:
-        return ir.Constant(ir.VectorType(I1, lanes), [lane0 + lane < count for lane in range(lanes)])
+        return constant(ir.VectorType(I1, lanes), [lane0 + lane < count for lane in range(lanes)])
     return lane_mask
 
 
@@ -314,7 +315,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
     slots = [[e.alloca(vec, f"{name}.acc{r}_{j}") for j in range(vectors)] for r in range(mr)]
     for row in slots:
         for slot in row:
-            b.store(ir.Constant(vec, [0.0] * LANES), slot)
+            b.store(constant(vec, [0.0] * LANES), slot)
     with for_range(b, 0, s.channels, f"{name}.c") as c:
         e.push_scope()
         at = b.add(plane, b.mul(c, const_i64(s.pixels)), name=f"{name}.xc")
@@ -342,7 +343,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
                     store_vector(b, ctx.out_ptr, b.add(out_rows[r], const_i64(j * LANES)), acc, f"{name}.store{r}_{j}")
                     continue
                 for lane in range(count):
-                    value = b.extract_element(acc, ir.Constant(I32, lane))
+                    value = b.extract_element(acc, constant(I32, lane))
                     b.store(value, b.gep(ctx.out_ptr, [b.add(out_rows[r], const_i64(j * LANES + lane))], inbounds=True), align=4)
         return
     _store_epilogue(ctx, epilogue, s, slots, n, o0, p0, pixels)

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue, elementwise_epilogue
@@ -162,8 +163,8 @@ class Window:
 
 def _int_splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
     vec = ir.VectorType(I32, lanes)
-    one = b.insert_element(ir.Constant(vec, None), b.trunc(value, I32), ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(vec, [0] * lanes))
+    one = b.insert_element(constant(vec, None), b.trunc(value, I32), constant(I32, 0))
+    return b.shuffle_vector(one, constant(vec, None), constant(vec, [0] * lanes))
 
 
 def _column_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int) -> Callable[[int, int], ir.Value]:
@@ -171,7 +172,7 @@ def _column_mask(b: ir.IRBuilder, w: Window, first: ir.Value, step: int) -> Call
     input. The row's own check is not in it: a mask that depends on the column alone is
     the same for every tap row, so LLVM computes it once per block and tap column."""
     def lane_mask(lane0: int, count: int) -> ir.Value:
-        steps = ir.Constant(ir.VectorType(I32, count), [(lane0 + l) * step for l in range(count)])
+        steps = constant(ir.VectorType(I32, count), [(lane0 + l) * step for l in range(count)])
         positions = b.add(_int_splat(b, first, count), steps)
         return b.icmp_unsigned("<", positions, _int_splat(b, const_i64(w.width), count), name="mask")
     return lane_mask
@@ -182,7 +183,7 @@ def _row_filled(b: ir.IRBuilder, vec: ir.Value, row_ok: ir.Value | None, fill: f
     clamped to row 0, so the load read memory inside the input)."""
     if row_ok is None:
         return vec
-    return b.select(row_ok, vec, ir.Constant(vec.type, [fill] * vec.type.count), name="rowfill")
+    return b.select(row_ok, vec, constant(vec.type, [fill] * vec.type.count), name="rowfill")
 
 
 # Stride 2 picks every other column of two loads. In natural lane order that is a two-source
@@ -209,7 +210,7 @@ def restore_order(b: ir.IRBuilder, vec: ir.Value, order: list[int] | None) -> ir
     if order is None:
         return vec
     inverse = [order.index(column) for column in range(LANES)]
-    return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, LANES), inverse), name="ordered")
+    return b.shuffle_vector(vec, vec, constant(ir.VectorType(I32, LANES), inverse), name="ordered")
 
 
 def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, row_ok: ir.Value | None, ow0: ir.Value,
@@ -235,10 +236,10 @@ def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, r
         # output column k is input column first + 2k: lane 2k of low for k < LANES/2, else lane 2k - (LANES - 1) of high
         columns = order or list(range(LANES))
         picks = [2 * k if 2 * k < LANES else LANES + 2 * k - (LANES - 1) for k in columns]
-        picked = b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, LANES), picks), name=f"x{j}")
+        picked = b.shuffle_vector(low, high, constant(ir.VectorType(I32, LANES), picks), name=f"x{j}")
         return _row_filled(b, picked, row_ok, fill) if checked else picked
     # other strides: lane by lane (rare: stride 3+ along the width)
-    result: ir.Value = ir.Constant(vector_of(LANES), None)
+    result: ir.Value = constant(vector_of(LANES), None)
     for lane in range(LANES):
         pos = b.add(first, const_i64(lane * sw))
         value: ir.Value
@@ -247,10 +248,10 @@ def load_columns(b: ir.IRBuilder, target: CpuTarget, w: Window, row: ir.Value, r
             if row_ok is not None:
                 ok = b.and_(ok, row_ok)
             loaded = b.load(b.gep(row, [b.select(ok, pos, ZERO)], inbounds=True), align=4)
-            value = b.select(ok, loaded, ir.Constant(F32, fill))
+            value = b.select(ok, loaded, constant(F32, fill))
         else:
             value = b.load(b.gep(row, [pos], inbounds=True), align=4)
-        result = b.insert_element(result, value, ir.Constant(I32, lane))
+        result = b.insert_element(result, value, constant(I32, lane))
     return result
 
 
@@ -266,7 +267,7 @@ def store_block(ctx: KernelContext, target: Node, w: Window, acc: ir.Value, oute
         store_vector(b, ctx.out_ptr, start, acc, "out")
         return
     if w.stored < LANES:  # a row narrower than the vector: its columns only (the rest is past the row)
-        acc = b.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(I32, w.stored), list(range(w.stored))), name="row")
+        acc = b.shuffle_vector(acc, acc, constant(ir.VectorType(I32, w.stored), list(range(w.stored))), name="row")
 
     def index_of(lane: int) -> list[ir.Value]:
         return [*outer, oh, b.add(ow0, const_i64(lane), flags=["nuw", "nsw"])]
@@ -393,7 +394,7 @@ def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, st
     at = start + (i * w.dilation[0] - w.pad_low[0]) * w.width + j * w.dilation[1] - w.pad_low[1]
     piece = min(LANES, target.register_lanes)
     vec = vector_of(piece)
-    zero = ir.Constant(vec, [0.0] * piece)
+    zero = constant(vec, [0.0] * piece)
     parts = []
     for first, kind in zip(range(0, LANES, piece), _tap_pieces(target, w, start, i, j, mask)):
         bits = mask[first:first + piece]
@@ -402,14 +403,14 @@ def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, st
             parts.append(zero)
         elif kind == "plain":
             loaded = load_vector(b, plane, offset, piece, f"{name}.{first}")
-            parts.append(loaded if all(bits) else b.select(ir.Constant(ir.VectorType(I1, piece), bits), loaded, zero))
+            parts.append(loaded if all(bits) else b.select(constant(ir.VectorType(I1, piece), bits), loaded, zero))
         else:
             fn = intrinsic(b.module, f"llvm.masked.load.v{piece}f32.p0", vec, [vec.as_pointer(), ir.VectorType(I1, piece), vec])
             addr = b.bitcast(b.gep(plane, [offset]), vec.as_pointer())  # not inbounds: it may point outside
-            parts.append(b.call(fn, [addr, ir.Constant(ir.VectorType(I1, piece), bits), zero], name=f"{name}.{first}"))
+            parts.append(b.call(fn, [addr, constant(ir.VectorType(I1, piece), bits), zero], name=f"{name}.{first}"))
     while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
         width = parts[0].type.count
-        both = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        both = constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
         parts = [b.shuffle_vector(lo, hi, both) for lo, hi in zip(parts[::2], parts[1::2])]
     return parts[0]
 
@@ -457,7 +458,7 @@ def _emit_plane(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Va
     per_group, first_group, end_group = plane_groups(w, ctx.target)
 
     def vector(v: int, start: int, base: ir.Value | None, stored: int) -> None:
-        acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
+        acc: ir.Value = constant(vector_of(LANES), [0.0] * LANES)
         for i in range(w.kh):
             for j in range(w.kw):
                 mask = _tap_mask(w, start, i, j)
@@ -551,7 +552,7 @@ def _emit_row(ctx: KernelContext, conv: Node, w: Window, n: ir.Value, o: ir.Valu
     order = column_order(w, ctx.target)
 
     def block(ow0: ir.Value, rows_checked: bool, columns_checked: bool) -> None:
-        acc: ir.Value = ir.Constant(vector_of(LANES), [0.0] * LANES)
+        acc: ir.Value = constant(vector_of(LANES), [0.0] * LANES)
         for c, plane in enumerate(planes):
             for i in range(w.kh):
                 row, row_ok = w.row_pointer(b, plane, w.input_row(b, oh, i), rows_checked)

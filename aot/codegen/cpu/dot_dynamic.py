@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import BodyEmitter, KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue
@@ -259,7 +260,7 @@ def _pack(b: ir.IRBuilder, plan: DynamicDot, rhs_ptr: ir.Value, at: _Item, colum
             value = b.load(b.gep(rhs_ptr, [src], inbounds=True), name=f"{name}.rhs", align=4)
             b.store(value, b.gep(panel, [b.add(dest, c)], inbounds=True))
         for c in range(columns, padded):
-            b.store(ir.Constant(F32, 0.0), b.gep(panel, [b.add(dest, const_i64(c))], inbounds=True))
+            b.store(constant(F32, 0.0), b.gep(panel, [b.add(dest, const_i64(c))], inbounds=True))
 
 
 def _tile(ctx: KernelContext, plan: DynamicDot, at: _Item, source: tuple[ir.Value, ir.Value, int, int],
@@ -277,7 +278,7 @@ def _tile(ctx: KernelContext, plan: DynamicDot, at: _Item, source: tuple[ir.Valu
     slots = [[e.alloca(vec, f"{name}.acc{r}_{j}") for j in range(blocks)] for r in range(mr)]
     for row in slots:
         for slot in row:
-            b.store(ir.Constant(vec, [0.0] * LANES), slot)
+            b.store(constant(vec, [0.0] * LANES), slot)
     with for_range(b, 0, plan.depth, f"{name}.k") as k:
         rhs_row = b.add(rhs_base, b.mul(k, const_i64(rhs_k)), name=f"{name}.rhs_k")
         rhs_vectors = [load_vector(b, rhs_ptr, b.add(rhs_row, const_i64(j * LANES)), LANES, f"{name}.b{j}")
@@ -309,7 +310,7 @@ def _store_tile(ctx: KernelContext, plan: DynamicDot, at: _Item, slots: list[lis
                 store_vector(b, ctx.out_ptr, b.add(start, const_i64(j * LANES)), acc, f"{name}.store{r}_{j}")
                 continue
             for lane in range(count):
-                value = b.extract_element(acc, ir.Constant(ir.IntType(32), lane))
+                value = b.extract_element(acc, constant(ir.IntType(32), lane))
                 b.store(value, b.gep(ctx.out_ptr, [b.add(start, const_i64(j * LANES + lane))], inbounds=True), align=4)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import KernelContext
 from aot.codegen.fused_epilogue import Epilogue
 from aot.codegen.math import F32
@@ -34,7 +35,7 @@ def store_epilogue(ctx: KernelContext, epilogue: Epilogue, elements: Sequence[tu
         e.push_scope()
         e.substitute(epilogue.contraction.out, scalar)
         for partner in epilogue.partners:
-            e.substitute(partner.out, ir.Constant(F32, 0.0))
+            e.substitute(partner.out, constant(F32, 0.0))
         results.append((e.to_storage(e.value(root, root_index), root.type.dtype), linear))
         for summed in (epilogue.contraction, *epilogue.partners):
             e.substitute(summed.out, None)

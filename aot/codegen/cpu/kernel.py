@@ -32,6 +32,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.cpu.bodies import body_emitter
 from aot.codegen.cpu.body import KernelContext
 from aot.codegen.elemental import ElementalEmitter, storage_type
@@ -206,8 +207,8 @@ def emit_checks(module: ir.Module, plan: ExecutionPlan) -> ir.Function:
             raise CodegenError(f"check {index} ({check.loc or 'no source node'}): "
                                f"value %{check.ok.name} has no buffer slice")
         byte = builder.load(_base_pointer(builder, fn, where, check.ok), name=f"check{index}.byte")
-        failed = builder.icmp_unsigned("==", byte, ir.Constant(I8, 0), name=f"check{index}.failed")
+        failed = builder.icmp_unsigned("==", byte, constant(I8, 0), name=f"check{index}.failed")
         with builder.if_then(failed, likely=False):
-            builder.ret(ir.Constant(I32, index + 1))
-    builder.ret(ir.Constant(I32, 0))
+            builder.ret(constant(I32, index + 1))
+    builder.ret(constant(I32, 0))
     return fn

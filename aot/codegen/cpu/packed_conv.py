@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import KernelContext, matched_body
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
@@ -289,7 +290,7 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
         n, pair = delinearize(b, item, (g.batch, g.blocks // g.per_item), f"{name}.item")
         ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
         with for_range(b, 0, g.oh * g.runs * per_run, f"{name}.zero") as v:
-            b.store(ir.Constant(vec, [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
+            b.store(constant(vec, [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
         with for_range(b, 0, chunks, f"{name}.chunk") as chunk:
             c_lo = b.mul(chunk, const_i64(match.chunk), flags=["nuw", "nsw"])
             c_hi = b.add(c_lo, const_i64(match.chunk), flags=["nuw", "nsw"])
@@ -361,7 +362,7 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     slots = [[e.alloca(vec, f"{conv.out.name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
     for block_slots in slots:
         for slot in block_slots:
-            b.store(ir.Constant(vec, [0.0] * g.lanes), slot)
+            b.store(constant(vec, [0.0] * g.lanes), slot)
     if inside is None:
         _accumulate(ctx, conv, g, at, slots, checked=False)
     else:
@@ -408,7 +409,7 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
         ok = b.icmp_unsigned("<", pos, const_i64(g.width))
         return b.select(ok, pos, ZERO), ok
 
-    zero = ir.Constant(F32, 0.0)
+    zero = constant(F32, 0.0)
 
     streams = (wp.type.size * wp.type.dtype.itemsize > PREFETCH_MIN_WEIGHT_BYTES
                and ctx.model_weight_bytes > PREFETCH_MIN_MODEL_WEIGHT_BYTES)
@@ -493,7 +494,7 @@ def _prefetch_next_blocks(b: ir.IRBuilder, weights: ir.Value, g: ConvGeometry, a
             line = b.add(first, const_i64(k))
             address = b.bitcast(b.gep(weights, [b.add(next_blocks, b.mul(line, const_i64(CACHE_LINE_FLOATS)))]), byte_ptr)
             # read (0), locality, data cache (1)
-            b.call(prefetch, [address, ir.Constant(i32, 0), ir.Constant(i32, PREFETCH_LOCALITY), ir.Constant(i32, 1)])
+            b.call(prefetch, [address, constant(i32, 0), constant(i32, PREFETCH_LOCALITY), constant(i32, 1)])
 
 
 def _taps_unrolled(target: CpuTarget, g: ConvGeometry, blocks: int, pixels: int) -> bool:
@@ -561,7 +562,7 @@ def _conv_store_transposed(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
         lane = b.sub(const_i64(g.lanes - 1), od, name=f"{name}.lane")  # channel o0+od sits in lane L-1-od
         loaded = load_vector(b, first, b.mul(lane, const_i64(rows), flags=["nuw", "nsw"]), rows, f"{name}.run")
         values = loaded if pixels == rows else b.shuffle_vector(
-            loaded, ir.Constant(loaded.type, None), ir.Constant(ir.VectorType(ir.IntType(32), pixels), list(range(pixels))),
+            loaded, constant(loaded.type, None), constant(ir.VectorType(ir.IntType(32), pixels), list(range(pixels))),
             name=f"{name}.run")
         store_run(ctx, epilogue, values, _pixel_index(b, at, o, planar), b.add(_root_row(b, g, at, o), at.ow0),
                   frozenset({ctx.kernel.root.type.rank - 1}))
@@ -589,11 +590,11 @@ def _channel_rows(b: ir.IRBuilder, target: CpuTarget, accs: list[ir.Value], lane
     while rows < len(accs):
         rows *= 2
     vec = accs[0].type
-    vectors: list[ir.Value] = accs + [ir.Constant(vec, None)] * (rows - len(accs))
+    vectors: list[ir.Value] = accs + [constant(vec, None)] * (rows - len(accs))
     half = lanes // 2
     i32 = ir.IntType(32)
-    low = ir.Constant(ir.VectorType(i32, lanes), [k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
-    high = ir.Constant(ir.VectorType(i32, lanes), [half + k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
+    low = constant(ir.VectorType(i32, lanes), [k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
+    high = constant(ir.VectorType(i32, lanes), [half + k // 2 + (lanes if k % 2 else 0) for k in range(lanes)])
     for _ in range(rows.bit_length() - 1):  # log2(rows) steps
         n = len(vectors)
         vectors = [b.shuffle_vector(vectors[i], vectors[i + n // 2], mask, name=f"{name}.t")
@@ -614,12 +615,12 @@ def _opaque(b: ir.IRBuilder, target: CpuTarget, vector: ir.Value, name: str) -> 
     for first in range(0, vector.type.count, piece):
         part_type = vector_of(piece)
         part = vector if piece == vector.type.count else b.shuffle_vector(
-            vector, ir.Constant(vector.type, None), ir.Constant(ir.VectorType(i32, piece), list(range(first, first + piece))))
+            vector, constant(vector.type, None), constant(ir.VectorType(i32, piece), list(range(first, first + piece))))
         barrier = ir.InlineAsm(ir.FunctionType(part_type, [part_type]), "", constraint)
         parts.append(b.call(barrier, [part], name=f"{name}.opaque"))
     while len(parts) > 1:  # neighbours back together: 2 x <p> -> <2p>
         width = parts[0].type.count
-        both = ir.Constant(ir.VectorType(i32, 2 * width), list(range(2 * width)))
+        both = constant(ir.VectorType(i32, 2 * width), list(range(2 * width)))
         parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
     return parts[0]
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import KernelContext, matched_body
 from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
@@ -143,7 +144,7 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
     slots = [[e.alloca(vec, f"{name}.acc{r}_{j}") for j in range(ncb)] for r in range(mr)]
     for row in slots:
         for slot in row:
-            b.store(ir.Constant(vec, [0.0] * t.lanes), slot)
+            b.store(constant(vec, [0.0] * t.lanes), slot)
     streams = (wp.type.size * wp.type.dtype.itemsize > PREFETCH_MIN_WEIGHT_BYTES
                and ctx.model_weight_bytes > PREFETCH_MIN_MODEL_WEIGHT_BYTES)
     with for_range(b, 0, t.depth, f"{name}.k") as k:
@@ -208,7 +209,7 @@ def _prefetch_next_unit(b: ir.IRBuilder, weights: ir.Value, offsets: list[ir.Val
     for offset in offsets:
         address = b.bitcast(b.gep(weights, [b.add(offset, ahead)]), byte_ptr)
         # read (0), locality, data cache (1)
-        b.call(prefetch, [address, ir.Constant(i32, 0), ir.Constant(i32, PREFETCH_LOCALITY), ir.Constant(i32, 1)])
+        b.call(prefetch, [address, constant(i32, 0), constant(i32, PREFETCH_LOCALITY), constant(i32, 1)])
 
 
 def _stores_plainly(kernel: Kernel, epilogue: Epilogue) -> bool:
@@ -236,7 +237,7 @@ def _store_tile(ctx: KernelContext, t: DotTiling, mr: int, ncb: int, rows: list[
             def lanes(vec: ir.Value = vec, at: ir.Value = at) -> None:
                 for lane in range(partial):
                     address = b.gep(ctx.out_ptr, [b.add(at, const_i64(lane))], inbounds=True, name=f"{name}.tail")
-                    b.store(b.extract_element(vec, ir.Constant(ir.IntType(32), lane)), address, align=4)
+                    b.store(b.extract_element(vec, constant(ir.IntType(32), lane)), address, align=4)
 
             last = b.icmp_unsigned("==", block, const_i64(t.blocks - 1)) if partial else None
             branch(b, last, lanes, whole)

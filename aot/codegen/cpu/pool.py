@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.cpu.depthwise import (LANES, MAX_TAPS, Window, column_order, for_blocks, load_columns, restore_order,
                                        store_block)
 from aot.codegen.fused_epilogue import elementwise_epilogue
@@ -120,7 +121,7 @@ def _emit(ctx: KernelContext) -> None:
             return acc
 
         def block(ow0: ir.Value, checked: bool) -> None:
-            acc: ir.Value = ir.Constant(vector_of(LANES), [identity] * LANES)
+            acc: ir.Value = constant(vector_of(LANES), [identity] * LANES)
             if unrolled:
                 for i in range(w.kh):
                     acc = row_taps(i, acc, checked, ow0)

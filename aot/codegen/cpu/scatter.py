@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import BodyEmitter, KernelContext, any_target
 from aot.codegen.loops import I64, delinearize, for_nest, for_range
 from aot.codegen.scatter_window import COMBINE_KIND, update_element, window_origin
@@ -44,7 +45,7 @@ def _elsewhere(ctx: KernelContext, operand, name: str) -> ir.Value:
     b = ctx.builder
     pointer = ctx.params.get(id(operand))
     if pointer is None:  # computed inline: never the output's bytes
-        return ir.Constant(ir.IntType(1), 1)
+        return constant(ir.IntType(1), 1)
     return b.icmp_unsigned("!=", b.ptrtoint(pointer, I64), b.ptrtoint(ctx.out_ptr, I64), name=f"{name}.elsewhere")
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from aot.arith import ceil_div
+from aot.codegen.constants import constant
 from aot.codegen.loops import const_i64
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
@@ -46,9 +47,9 @@ def vector_of(lanes: int) -> ir.VectorType:
 
 
 def splat(b: ir.IRBuilder, scalar: ir.Value, lanes: int, name: str) -> ir.Value:
-    one = b.insert_element(ir.Constant(vector_of(lanes), None), scalar, ir.Constant(ir.IntType(32), 0), name=f"{name}.ins")
-    mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-    return b.shuffle_vector(one, ir.Constant(vector_of(lanes), None), mask, name=name)
+    one = b.insert_element(constant(vector_of(lanes), None), scalar, constant(ir.IntType(32), 0), name=f"{name}.ins")
+    mask = constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+    return b.shuffle_vector(one, constant(vector_of(lanes), None), mask, name=name)
 
 
 def fma(b: ir.IRBuilder, a: ir.Value, c: ir.Value, acc: ir.Value, name: str) -> ir.Value:
@@ -85,14 +86,14 @@ def masked_load(b: ir.IRBuilder, target: CpuTarget, base: ir.Value, offset: ir.V
         mask = lane_mask(first, piece)
         bits = _constant_bits(mask)
         if bits is not None and not any(bits):
-            parts.append(ir.Constant(vector_of(piece), [fill] * piece))
+            parts.append(constant(vector_of(piece), [fill] * piece))
         elif bits is not None and all(bits):
             parts.append(load_vector(b, base, at, piece, f"{name}.part{first}"))
         else:
             parts.append(_register_masked_load(b, base, at, mask, fill, f"{name}.part{first}"))
     while len(parts) > 1:  # concatenate neighbours: 2 x <p> -> <2p>, until one vector is left
         width = parts[0].type.count
-        both = ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
+        both = constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
         parts = [b.shuffle_vector(lo, hi, both, name=f"{name}.cat") for lo, hi in zip(parts[::2], parts[1::2])]
     return parts[0]
 
@@ -110,7 +111,7 @@ def _register_masked_load(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, mas
     vec = vector_of(mask.type.count)
     fn = intrinsic(b.module, f"llvm.masked.load.v{vec.count}f32.p0", vec, [vec.as_pointer(), mask.type, vec])
     addr = b.bitcast(b.gep(base, [offset]), vec.as_pointer())  # not inbounds: masked-off lanes may lie outside
-    return b.call(fn, [addr, mask, ir.Constant(vec, [fill] * vec.count)], name=name)
+    return b.call(fn, [addr, mask, constant(vec, [fill] * vec.count)], name=name)
 
 
 def store_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, vec: ir.Value, name: str) -> None:

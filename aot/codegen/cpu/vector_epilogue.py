@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
+from aot.codegen.constants import constant
 from aot.codegen.cpu.body import KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue
@@ -87,7 +88,7 @@ def vectorizable(ctx: KernelContext, epilogue: Epilogue, varying: frozenset[int]
 
 
 def _gather(b: ir.IRBuilder, scalars: Sequence[ir.Value]) -> ir.Value:
-    vector: ir.Value = ir.Constant(ir.VectorType(F32, len(scalars)), None)
+    vector: ir.Value = constant(ir.VectorType(F32, len(scalars)), None)
     for lane, scalar in enumerate(scalars):
         vector = b.insert_element(vector, scalar, I32(lane))
     return vector
@@ -137,7 +138,7 @@ class _VectorEpilogue:
         if v is self.epilogue.contraction.out:
             return self.contraction
         if id(v) in self.partners:
-            return None if self.dry else ir.Constant(ir.VectorType(F32, self.count), [0.0] * self.count)
+            return None if self.dry else constant(ir.VectorType(F32, self.count), [0.0] * self.count)
         if self.uniform(v):
             if self.dry:
                 return None
@@ -184,8 +185,8 @@ class _VectorEpilogue:
 
     def _splat(self, scalar: ir.Value) -> ir.Value:
         vec = ir.VectorType(scalar.type, self.count)
-        one = self.b.insert_element(ir.Constant(vec, None), scalar, I32(0))
-        return self.b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(ir.VectorType(I32, self.count), [0] * self.count))
+        one = self.b.insert_element(constant(vec, None), scalar, I32(0))
+        return self.b.shuffle_vector(one, constant(vec, None), constant(ir.VectorType(I32, self.count), [0] * self.count))
 
     def _op(self, node: Node) -> ir.Value | None:
         op = node.op
@@ -228,7 +229,7 @@ class _VectorEpilogue:
         function = getattr(self.ctx.elemental.lib, op)
         if op in VECTOR_FUNCTIONS:
             return function(b, args[0])
-        result: ir.Value = ir.Constant(args[0].type, None)
+        result: ir.Value = constant(args[0].type, None)
         for lane in range(self.count):
             result = b.insert_element(result, function(b, b.extract_element(args[0], I32(lane))), I32(lane))
         return result

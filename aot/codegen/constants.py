@@ -1,0 +1,54 @@
+"""LLVM constants made once per process: `constant(type, value)` is `ir.Constant(type, value)`,
+memoized.
+
+llvmlite formats a constant each time a new ir.Constant is printed, element by element
+(a vector splat's zero vector and lane mask, a shuffle's mask, a loop's bounds); an
+ir.Constant caches its text, so one shared object per (type, value) is formatted once.
+Formatting fresh constants was ~20% of printing a conv body's module (mobilenetv2: 24,000
+vector constants). A constant belongs to no module or function, so sharing it is safe.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from llvmlite import ir
+
+# kept small: a long-lived process compiling many models does not grow without bound
+_MAX_ENTRIES = 1 << 14
+_made: dict[tuple[str, Any], ir.Constant] = {}
+
+
+def constant(ty: ir.Type, value: Any) -> ir.Constant:
+    """ir.Constant(ty, value), the same object for an equal (type, value)."""
+    key = _key(value)
+    if key is _UNCACHED:
+        return ir.Constant(ty, value)
+    full = (str(ty), key)
+    found = _made.get(full)
+    if found is None:
+        if len(_made) >= _MAX_ENTRIES:
+            _made.clear()
+        found = _made[full] = ir.Constant(ty, value)
+    return found
+
+
+_UNCACHED = object()
+
+
+def _key(value: Any) -> Any:
+    """A hashable key telling apart every value that formats differently: floats by their
+    bits (0.0 from -0.0, one NaN from another), True from 1; _UNCACHED for what it does not
+    know (IR values, byte strings)."""
+    if value is None or value is ir.Undefined:
+        return value if value is None else "undef"
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, int):
+        return (int, value)
+    if isinstance(value, float):
+        return (float, struct.pack("<d", value))
+    if isinstance(value, (list, tuple)):
+        keys = tuple(_key(v) for v in value)
+        return _UNCACHED if any(k is _UNCACHED for k in keys) else keys
+    return _UNCACHED
