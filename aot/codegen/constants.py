@@ -40,6 +40,15 @@ def _key(value: Any) -> Any:
     """A hashable key telling apart every value that formats differently: floats by their
     bits (0.0 from -0.0, one NaN from another), True from 1; _UNCACHED for what it does not
     know (IR values, byte strings)."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        # the common vectors in one step: all ints (lane masks, shuffles) or all floats
+        if value and all(type(v) is int for v in value):
+            return (int, tuple(value))
+        if value and all(type(v) is float for v in value):
+            return (float, struct.pack(f"<{len(value)}d", *value))
+        keys = tuple(_key(v) for v in value)
+        return _UNCACHED if any(k is _UNCACHED for k in keys) else keys
     if value is None or value is ir.Undefined:
         return value if value is None else "undef"
     if isinstance(value, bool):
@@ -48,7 +57,4 @@ def _key(value: Any) -> Any:
         return (int, value)
     if isinstance(value, float):
         return (float, struct.pack("<d", value))
-    if isinstance(value, (list, tuple)):
-        keys = tuple(_key(v) for v in value)
-        return _UNCACHED if any(k is _UNCACHED for k in keys) else keys
     return _UNCACHED
