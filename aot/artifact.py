@@ -200,12 +200,15 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: d
     crc = zlib.crc32(bytes(header) + table) & 0xFFFFFFFF
     header[_CRC_FIELD] = struct.pack("<I", crc)
 
-    out = bytearray(file_size)
-    out[0:HEADER_SIZE] = header
-    out[HEADER_SIZE:table_end] = table
+    # one join: the sections' bytes are copied once (a zeroed buffer filled and then copied
+    # into bytes moved resnet18's 43 MB twice)
+    parts: list[bytes] = [bytes(header), table]
+    at = table_end
     for off, data in payloads:
-        out[off:off + len(data)] = data
-    return bytes(out)
+        parts.append(bytes(off - at))  # zero padding up to the section's aligned offset
+        parts.append(data)
+        at = off + len(data)
+    return b"".join(parts)
 
 
 def write_artifact(path: Union[str, os.PathLike], manifest: dict, sections: Sequence[SectionSpec], **kw) -> int:

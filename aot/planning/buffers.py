@@ -47,7 +47,7 @@ def layout_weights(constants: list[tuple[str, np.ndarray]]) -> tuple[dict[str, i
     by_content: dict[tuple[str, bytes], int] = {}
     blob = bytearray()
     for name, array in constants:
-        data = np.ascontiguousarray(array).tobytes()
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # no copy: hashed, then copied once into the blob
         key = (array.dtype.str, hashlib.sha256(data).digest())
         if key not in by_content:
             blob.extend(b"\0" * (align_up(len(blob), ALIGNMENT) - len(blob)))

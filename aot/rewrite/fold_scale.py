@@ -95,8 +95,13 @@ class FoldScale(Pass):
                     weights.ndim, producer.attrs["rhs_batch"], producer.attrs["rhs_contract"])[0]
                 shape = [1] * weights.ndim
                 shape[axis] = -1
-                wide = weights.astype(np.float64) * scale.astype(np.float64).reshape(shape)
-                folded = b.constant(wide.astype(weights.dtype))
+                if scale.dtype == weights.dtype:
+                    # the exact product rounded once, as the float64 route below gives it, without
+                    # widening the whole weight (resnet18: 47 MB; ~0.1 s of each compile)
+                    product = weights * scale.reshape(shape)
+                else:
+                    product = (weights.astype(np.float64) * scale.astype(np.float64).reshape(shape)).astype(weights.dtype)
+                folded = b.constant(product)
                 return b.op(producer.op, [producer.inputs[0], folded], **producer.attrs)
             return None
 

@@ -13,7 +13,8 @@ per variant, bodies in plan order then the entry.
 The work runs in two rounds over worker processes: (1) one kernel of each (variant,
 kernel fingerprint) (fingerprint.py: kernels of one fingerprint print one body) looks its
 body up in the cache by the fingerprint, else prints it and looks it up by its text; (2) each distinct body missing from the cache
-is optimized and compiled, the largest first. Why processes and not threads: llvmlite
+is optimized and compiled, the largest first, beside each variant's entry (printed from the
+bodies' symbols; it was compiled after them on the calling process alone). Why processes and not threads: llvmlite
 serializes every call into LLVM behind one lock (llvmlite.binding.ffi), so threads would
 run LLVM one at a time. The workers are forked once the plan exists and read it from
 memory. Same plan, same bytes, whichever process built what
@@ -50,6 +51,7 @@ from aot.codegen.math import MathLib
 from aot.plan import ExecutionPlan
 
 BODY = "aot_body"  # a body's name while it is printed; then aot_body_<hash of the text>
+ENTRY = ""  # the entry module's key among the bodies' symbols in build_variants
 _BODY_DEFINE = re.compile(r'^define void @"?aot_body"?\(', re.MULTILINE)
 _BODY_REFERENCE = re.compile(r'@"?aot_body"?(?=[(\s,)])')
 
@@ -199,20 +201,28 @@ def build_variants(builder: ObjectBuilder, workers: int, advance: Callable[[int]
         advance(sum(1 for p in printed.values() if p.cached is not None))
         missing = {(v, p.symbol): p.text for (v, _), p in printed.items() if p.cached is None and p.text is not None}
         order = sorted(missing, key=lambda key: (-len(missing[key]), key))
+        linked = {key: frozenset() for key in order}
+        # each variant's entry calls the bodies by the symbols printed above, so it is compiled
+        # beside them rather than after them on this process alone; first, being quick
+        bodies = {v: [printed[v, k].symbol for k in kernels] for v in variants}
+        entries = {v: builder.print_entry(v, bodies[v]) for v in variants}
+        for v, entry in reversed(entries.items()):
+            if entry.cached is None:
+                assert entry.text is not None
+                key = (v, ENTRY)
+                missing[key], linked[key] = entry.text, frozenset(bodies[v])
+                order.insert(0, key)
         compiled: dict[tuple[int, str], bytes] = {}
-        for key, obj in zip(order, run(_compile, [(key[0], missing[key], frozenset()) for key in order],
-                                       lambda i: advance(users[order[i]]))):
+        for key, obj in zip(order, run(_compile, [(key[0], missing[key], linked[key]) for key in order],
+                                       lambda i: advance(users.get(order[i], 0)))):
             compiled[key] = obj
     results = []
     for v in variants:
-        bodies = [printed[v, k].symbol for k in kernels]
-        distinct = list(dict.fromkeys(bodies))
-        first = {symbol: bodies.index(symbol) for symbol in distinct}
+        distinct = list(dict.fromkeys(bodies[v]))
+        first = {symbol: bodies[v].index(symbol) for symbol in distinct}
         objects = [printed[v, first[s]].cached or compiled[v, s] for s in distinct]
-        entry = builder.print_entry(v, bodies)
-        assert entry.text is not None
-        objects.append(entry.cached or builder.compile(v, entry.text, frozenset(distinct)))
-        results.append(VariantObjects(objects, bodies))
+        objects.append(entries[v].cached or compiled[v, ENTRY])
+        results.append(VariantObjects(objects, bodies[v]))
     return results
 
 
