@@ -130,3 +130,32 @@ def test_a_downsample_partner_accumulates_into_whole_plane_items(target):
         # outputs up to ~1400, each a sum of 576 products of the first conv's ~20: f32 sums
         # in another order differ by up to ~1e-3 either way (the run-per-item body as well)
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=2e-3)
+
+
+# runs reading padding columns, by count: 1 (left only), 2, 3 (two on the left: a 7-wide window,
+# pad 3, runs of 1-2 pixels), more than MAX_STATIC_BORDER_RUNS (the run-time checked variant)
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("x_shape,kernel,strides,padding,dilation", [
+    ((1, 16, 5, 30), (3, 3), (1, 1), ((1, 1), (1, 0)), (1, 1)),   # the left run only
+    ((1, 16, 5, 56), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),   # resnet18's rows: the first run and the 2-pixel tail
+    ((1, 8, 9, 29), (7, 7), (2, 2), ((3, 3), (3, 3)), (1, 1)),    # a stem: stride 2, pad 3
+    ((1, 8, 6, 13), (3, 3), (1, 1), ((2, 2), (2, 2)), (2, 2)),    # dilated
+    ((1, 8, 5, 3), (5, 5), (1, 1), ((2, 2), (4, 4)), (1, 1)),     # wider padding than the row: every run
+    ((1, 8, 4, 20), (9, 9), (1, 1), ((4, 4), (8, 8)), (1, 1)),    # more border runs than MAX_STATIC_BORDER_RUNS
+])
+def test_border_runs_match_the_reference(target, x_shape, kernel, strides, padding, dilation):
+    _check_on(conv2d(x_shape, 32, kernel, "bias_relu", strides=strides, padding=padding, dilation=dilation), target)
+
+
+def test_avx2_border_runs_load_plainly_without_selects(monkeypatch):
+    # a 54-wide row: 9 runs of 6 pixels, the first and the last reading padding; their columns
+    # are compile-time, so no input element goes through a select (the run-time checked
+    # variant selects each one)
+    target = CpuTarget.from_name("haswell")
+    make = conv2d((1, 16, 5, 54), 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
+    float_selects = [line for line in _body_text(_plan(make, target), target).splitlines()
+                     if " select " in line and "float" in line]
+    assert float_selects == []
+    monkeypatch.setattr(packed_conv, "MAX_STATIC_BORDER_RUNS", 1)  # two border runs: the checked variant
+    text = _body_text(_plan(make, target), target)
+    assert any(" select " in line and "float" in line for line in text.splitlines())
