@@ -80,12 +80,18 @@ def compile_once(model: Path, out: Path, cpu: str, env: dict[str, str]) -> dict[
     return found
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child compile: the default build and kernel cache, and
+    Python's bytecode cache on."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AOT_NO_CACHE", "AOT_CPU", "PYTHONDONTWRITEBYTECODE")}
+    return {**env, **extra}
+
+
 def warm_bytecode() -> None:
     """Import the compiler once with the bytecode cache on, so that no timed child compiles
     its sources (an installed package has its bytecode from the install)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-c", "import aot.driver, aot.codegen.cpu, aot.importers.onnx, aot.artifact"],
-                   env=env, check=True)
+                   env=child_env(), check=True)
 
 
 def measure(model: Path, cpu: str, runs: int, jobs: int | None, work: Path) -> dict[str, dict[str, float]]:
@@ -93,10 +99,7 @@ def measure(model: Path, cpu: str, runs: int, jobs: int | None, work: Path) -> d
     samples: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
     for _ in range(runs):
         with tempfile.TemporaryDirectory(dir=work, prefix="cache-") as cache:
-            env = {**os.environ, "AOT_CACHE_DIR": cache}
-            env.pop("AOT_NO_CACHE", None)
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env.pop("AOT_CPU", None)
+            env = child_env(AOT_CACHE_DIR=cache)
             if jobs is not None:
                 env["AOT_JOBS"] = str(jobs)
             for state in ("cold", "warm"):

@@ -17,6 +17,7 @@ from llvmlite import ir
 # kept small: a long-lived process compiling many models does not grow without bound
 _MAX_ENTRIES = 1 << 14
 _made: dict[tuple[str, Any], ir.Constant] = {}
+_UNCACHED = object()  # _key's answer for a value it does not know
 
 
 def constant(ty: ir.Type, value: Any) -> ir.Constant:
@@ -31,9 +32,6 @@ def constant(ty: ir.Type, value: Any) -> ir.Constant:
             _made.clear()
         found = _made[full] = ir.Constant(ty, value)
     return found
-
-
-_UNCACHED = object()
 
 
 def _key(value: Any) -> Any:

@@ -464,11 +464,12 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
         on_row = b.icmp_unsigned("==", i, prefetch_row)
         return on_row if isinstance(j, int) else b.and_(on_row, b.icmp_unsigned("==", j, ZERO))
 
-    def channels(h: ir.Value, i: ir.Value, taps: list[tuple[int | ir.Value, list[tuple[ir.Value, ir.Value | None]]]]) -> None:
+    def channels(h: ir.Value, i: ir.Value, taps: list[tuple[int | ir.Value, list[tuple[ir.Value, ir.Value | None]]]],
+                 prefetches: bool = True) -> None:
         """For each input channel, every tap column of `taps` ((j, columns per pixel)) at row h (tap row i)."""
         with for_range(b, c_lo, c_hi, f"{name}.c") as c:
             e.push_scope()
-            if streams and not (isinstance(taps[0][0], int) and taps[0][0] > 0):  # one loop per row prefetches
+            if streams and prefetches:
                 _prefetch_next_blocks(b, weights, g, at, len(slots), c, prefetching(i, taps[0][0]))
             channel = b.add(channel_base, c, name=f"{name}.ch")
             tap = b.mul(b.add(b.mul(b.add(b.mul(at.ob, const_i64(g.group_channels)), c), const_i64(g.kh)), i), const_i64(g.kw * g.lanes))
@@ -501,8 +502,8 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
 
         def row() -> None:
             if static_ow0 is not None:  # a channel loop per tap column, its columns constants
-                for j in range(g.kw):
-                    channels(h, i, [(j, [column(j, p) for p in range(pixels)])])
+                for j in range(g.kw):  # the first loop of the row prefetches
+                    channels(h, i, [(j, [column(j, p) for p in range(pixels)])], prefetches=j == 0)
                 return
             if unrolled:
                 channels(h, i, columns)
@@ -599,19 +600,34 @@ def _conv_store_transposed(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
     accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
     vectors = _channel_rows(b, ctx.target, accs, g.lanes, name)
     rows = len(vectors)
-    scratch = ctx.elemental.alloca(ir.ArrayType(F32, rows * g.lanes), f"{name}.rows")
-    first = b.gep(scratch, [ZERO, ZERO], inbounds=True)
-    for v, vector in enumerate(vectors):
-        store_vector(b, first, const_i64(v * g.lanes), vector, f"{name}.row{v}")
-    planar = epilogue.contraction.out.type.rank == 4
-    with for_range(b, 0, g.lanes, f"{name}.od") as od:
-        o = b.add(o0, od, flags=["nuw", "nsw"])
-        lane = b.sub(const_i64(g.lanes - 1), od, name=f"{name}.lane")  # channel o0+od sits in lane L-1-od
+
+    def row(first: ir.Value, lane: ir.Value) -> ir.Value:
         loaded = load_vector(b, first, b.mul(lane, const_i64(rows), flags=["nuw", "nsw"]), rows, f"{name}.run")
-        values = loaded if pixels == rows else b.shuffle_vector(
+        return loaded if pixels == rows else b.shuffle_vector(
             loaded, constant(loaded.type, None), constant(ir.VectorType(ir.IntType(32), pixels), list(range(pixels))),
             name=f"{name}.run")
-        store_run(ctx, epilogue, values, _pixel_index(b, at, o, planar), b.add(_root_row(b, g, at, o), at.ow0),
+
+    _store_channels(ctx, epilogue, g, at, o0, const_i64(g.lanes), vectors, row)
+
+
+def _store_channels(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, o0: ir.Value, count: ir.Value,
+                    vectors: list[ir.Value], row: Callable[[ir.Value, ir.Value], ir.Value | list[ir.Value]]) -> None:
+    """`vectors` to a stack scratch one after another, then a loop over the `count` channels
+    o0 + od of the block, each channel's pixels `row(scratch, lane)` (channel o0+od sits in
+    lane L-1-od) through the epilogue as one row."""
+    b = ctx.builder
+    name = epilogue.contraction.out.name
+    width = vectors[0].type.count
+    scratch = ctx.elemental.alloca(ir.ArrayType(F32, len(vectors) * width), f"{name}.scratch")
+    first = b.gep(scratch, [ZERO, ZERO], inbounds=True)
+    for v, vector in enumerate(vectors):
+        store_vector(b, first, const_i64(v * width), vector, f"{name}.spill{v}")
+    planar = epilogue.contraction.out.type.rank == 4
+    with for_range(b, 0, count, f"{name}.od") as od:
+        o = b.add(o0, od, flags=["nuw", "nsw"])
+        root_row = _root_row(b, g, at, o)
+        lane = b.sub(const_i64(g.lanes - 1), od, name=f"{name}.lane")
+        store_run(ctx, epilogue, row(first, lane), _pixel_index(b, at, o, planar), b.add(root_row, at.ow0),
                   frozenset({ctx.kernel.root.type.rank - 1}))
 
 
@@ -679,24 +695,17 @@ def _conv_store_by_channel(ctx: KernelContext, epilogue: Epilogue, g: ConvGeomet
     lanes = g.lanes
     pixels = len(slots)
     accs = [b.load(slot, name=f"{name}.px{p}") for p, slot in enumerate(slots)]
-    # the accumulators go to a stack scratch as whole vectors (scratch[p][lane]); the
-    # epilogue loop over channels reads channel o0+od of each pixel from lane L-1-od
-    # (one vector store per pixel instead of L lane extracts: resnet18 ~4% faster)
-    scratch = ctx.elemental.alloca(ir.ArrayType(F32, lanes * pixels), f"{name}.scratch")
-    first = b.gep(scratch, [const_i64(0), const_i64(0)], inbounds=True)
-    for p, acc in enumerate(accs):
-        store_vector(b, first, const_i64(p * lanes), acc, f"{name}.spill{p}")
+    # the accumulators go to the scratch as whole vectors (scratch[p][lane]); each channel
+    # reads its pixels from lane L-1-od of each (one vector store per pixel instead of L lane
+    # extracts: resnet18 ~4% faster)
     left = b.sub(const_i64(g.out_channels), o0)
     count = b.select(b.icmp_signed("<", left, const_i64(lanes)), left, const_i64(lanes), name=f"{name}.count")
-    planar = epilogue.contraction.out.type.rank == 4
-    with for_range(b, 0, count, f"{name}.od") as od:
-        o = b.add(o0, od, flags=["nuw", "nsw"])
-        row = _root_row(b, g, at, o)
-        lane = b.sub(const_i64(lanes - 1), od, name=f"{name}.lane")  # channel o0+od sits in lane L-1-od
-        values = [b.load(b.gep(first, [b.add(lane, const_i64(p * lanes))], inbounds=True), name=f"{name}.v")
-                  for p in range(pixels)]
-        store_run(ctx, epilogue, values, _pixel_index(b, at, o, planar), b.add(row, at.ow0),
-                  frozenset({ctx.kernel.root.type.rank - 1}))
+
+    def row(first: ir.Value, lane: ir.Value) -> list[ir.Value]:
+        return [b.load(b.gep(first, [b.add(lane, const_i64(p * lanes))], inbounds=True), name=f"{name}.v")
+                for p in range(pixels)]
+
+    _store_channels(ctx, epilogue, g, at, o0, count, accs, row)
 
 
 CONV_EMITTER = matched_body(_conv_match, lambda match: match.items(), _emit_conv)
