@@ -3,9 +3,10 @@
  *
  * The calling thread walks the kernel list. A kernel that schedule.c does not
  * split runs whole on the caller, and no other thread hears of it. A split
- * kernel is published as a task of `chunks` chunks: every thread, the caller
- * included, claims the next chunk from `state` until none is left, and the
- * caller goes on once every claimed chunk has finished (`done`). So the
+ * kernel is published as a task of `chunks` chunks (schedule.c cuts them):
+ * the caller runs the first, and every thread, the caller included, claims
+ * the next chunk from `state` until none is left; the caller goes on once
+ * every claimed chunk has finished (`done`). So the
  * caller never waits for a worker that has not started: a worker that is
  * asleep, descheduled or shares the caller's core only misses its share of
  * the work, and n threads cost about what one costs. (With a barrier after
@@ -157,7 +158,6 @@ struct aot__pool {
   /* The task, written (relaxed) before the release store of `state` that
    * publishes it and read after a claim of it. */
   _Alignas(CACHE_LINE) _Atomic uint32_t kernel;
-  _Atomic int64_t items; /* per chunk */
   _Atomic(const void* const*) inputs;
   _Atomic(void* const*) outputs;
   _Atomic(uint8_t*) arena;
@@ -176,6 +176,19 @@ struct aot__pool {
   uint64_t target;
 };
 
+/* Run chunk `chunk` of the published task's kernel and count it done. */
+static void run_chunk(aot__pool_t* pool, uint32_t chunk) {
+  uint32_t kernel = atomic_load_explicit(&pool->kernel, memory_order_relaxed);
+  const aot__kernel_t* k = &pool->p->kernels[kernel];
+  int64_t begin, end;
+  aot__chunk_range(&pool->p->splits[kernel], k->work, chunk, &begin, &end);
+  k->fn(atomic_load_explicit(&pool->inputs, memory_order_relaxed),
+        atomic_load_explicit(&pool->outputs, memory_order_relaxed),
+        atomic_load_explicit(&pool->arena, memory_order_relaxed),
+        atomic_load_explicit(&pool->weights, memory_order_relaxed), begin, end);
+  atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+}
+
 /* Claim and run chunks of the task published as `s` (the state last read)
  * until none is left; returns the state last read. */
 static uint64_t work_on(aot__pool_t* pool, uint64_t s) {
@@ -184,16 +197,7 @@ static uint64_t work_on(aot__pool_t* pool, uint64_t s) {
     if (!atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
-    const aot__kernel_t* k = &pool->p->kernels[atomic_load_explicit(&pool->kernel,
-                                                                 memory_order_relaxed)];
-    int64_t items = atomic_load_explicit(&pool->items, memory_order_relaxed);
-    int64_t begin = (int64_t)(s & FIELD_MASK) * items;
-    int64_t end = k->work - begin < items ? k->work : begin + items;
-    k->fn(atomic_load_explicit(&pool->inputs, memory_order_relaxed),
-          atomic_load_explicit(&pool->outputs, memory_order_relaxed),
-          atomic_load_explicit(&pool->arena, memory_order_relaxed),
-          atomic_load_explicit(&pool->weights, memory_order_relaxed), begin, end);
-    atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+    run_chunk(pool, (uint32_t)(s & FIELD_MASK));
     s++;
   }
   return s;
@@ -287,7 +291,6 @@ aot_status_t aot__pool_create(uint32_t threads, aot__pool_t** out, aot_error_t* 
     return aot__fail(err, AOT_ERR_INTERNAL, "pthread_cond_init failed");
   }
   atomic_init(&pool->kernel, 0);
-  atomic_init(&pool->items, 0);
   atomic_init(&pool->inputs, NULL);
   atomic_init(&pool->outputs, NULL);
   atomic_init(&pool->arena, NULL);
@@ -422,10 +425,12 @@ void aot__pool_run(aot__pool_t* pool, const aot__job_t* job) {
       continue;
     }
     atomic_store_explicit(&pool->kernel, k, memory_order_relaxed);
-    atomic_store_explicit(&pool->items, split.items, memory_order_relaxed);
-    uint64_t s = (uint64_t)++pool->epoch << EPOCH_SHIFT | (uint64_t)split.chunks << CHUNKS_SHIFT;
+    /* published with chunk 0 already claimed: the caller's, so each kernel's first
+     * rows stay with the thread that wrote the last kernel's (schedule.c) */
+    uint64_t s = (uint64_t)++pool->epoch << EPOCH_SHIFT | (uint64_t)split.chunks << CHUNKS_SHIFT | 1;
     atomic_store_explicit(&pool->state, s, memory_order_release);
     pool->target += split.chunks;
+    run_chunk(pool, 0);
     (void)work_on(pool, s);
     /* only chunks other threads claimed and still run are left */
     for (uint64_t d = atomic_load_explicit(&pool->done, memory_order_acquire); d != pool->target;

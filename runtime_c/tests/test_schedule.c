@@ -33,10 +33,23 @@ static void test_split(void) {
   /* just two chunks' worth: two chunks, one per thread at most */
   aot__split_t s = split(148, 2 * AOT__MIN_CHUNK_NS, 4);
   CHECK(s.chunks == 2 && s.items == 74, "two chunks: %u x %lld", s.chunks, (long long)s.items);
-  /* plenty of work: CHUNKS_PER_THREAD per thread */
+  /* work for CHUNKS_PER_THREAD chunks per thread: that many equal ones */
+  s = split(800, 2 * AOT__CHUNKS_PER_THREAD * AOT__MIN_CHUNK_NS, 2);
+  CHECK(s.chunks == 2 * AOT__CHUNKS_PER_THREAD && s.items == 100 && s.head_chunks == s.chunks,
+        "%u x %lld", s.chunks, (long long)s.items);
+  /* plenty of work: a head chunk per thread (HEAD_PERCENT of the items), then
+   * TAIL_CHUNKS_PER_THREAD small ones per thread */
   s = split(800, 1000000000, 2);
-  CHECK(s.chunks == 2 * AOT__CHUNKS_PER_THREAD && s.items == 100, "%u x %lld", s.chunks,
-        (long long)s.items);
+  CHECK(s.head_chunks == 2 && s.items == 800 * AOT__HEAD_PERCENT / 100 / 2, "head: %u x %lld",
+        s.head_chunks, (long long)s.items);
+  CHECK(s.chunks - s.head_chunks == 2 * AOT__TAIL_CHUNKS_PER_THREAD &&
+            s.tail_items == (800 - 2 * s.items + 2 * AOT__TAIL_CHUNKS_PER_THREAD - 1) /
+                                (2 * AOT__TAIL_CHUNKS_PER_THREAD),
+        "tail: %u x %lld", s.chunks - s.head_chunks, (long long)s.tail_items);
+  /* the tail's chunks keep MIN_CHUNK_NS of work each: fewer, larger ones */
+  s = split(800, 20 * AOT__MIN_CHUNK_NS, 2);
+  CHECK(s.head_chunks == 2 && s.tail_items == 40 && s.chunks == 2 + 5, "short tail: %u, %u x %lld",
+        s.head_chunks, s.chunks - s.head_chunks, (long long)s.tail_items);
   /* more chunks than items are never made */
   s = split(3, 1000000000, 8);
   CHECK(s.chunks == 3 && s.items == 1, "three items: %u x %lld", s.chunks, (long long)s.items);
@@ -45,30 +58,42 @@ static void test_split(void) {
   CHECK(s.chunks == 15 && s.items == 10, "no estimate: %u x %lld", s.chunks, (long long)s.items);
 }
 
-/* For many shapes: chunks cover [0, work) exactly (the last may be short, none
- * empty), never exceed CHUNKS_PER_THREAD per thread, and each holds at least
- * MIN_CHUNK_NS of estimated work. */
+/* For many shapes: chunks cover [0, work) exactly, in order, none empty; at most
+ * CHUNKS_PER_THREAD per thread, or a head and TAIL_CHUNKS_PER_THREAD per thread;
+ * and each but the last holds at least MIN_CHUNK_NS of estimated work. */
 static void test_cover(void) {
   static const int64_t works[] = {2, 3, 7, 24, 97, 128, 1000, 4097, INT64_MAX / 4};
   static const int64_t costs[] = {-1, 0, AOT__MIN_CHUNK_NS, 3 * AOT__MIN_CHUNK_NS + 1, 100000,
-                                  INT64_MAX};
+                                  1000000, INT64_MAX};
   static const uint32_t threads[] = {1, 2, 3, 4, 16, 1024, 100000};
   for (size_t w = 0; w < sizeof works / sizeof works[0]; w++)
     for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++)
       for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
         int64_t work = works[w], cost = costs[c];
         aot__split_t s = split(work, cost, threads[t]);
-        int64_t chunks = s.chunks;
-        CHECK(chunks >= 1 && s.items >= 1 && (chunks - 1) * s.items < work &&
-                  chunks * s.items >= work,
-              "work %lld cost %lld threads %u: %lld x %lld", (long long)work, (long long)cost,
-              threads[t], (long long)chunks, (long long)s.items);
-        CHECK(chunks <= (int64_t)threads[t] * AOT__CHUNKS_PER_THREAD || chunks == 1, "%lld chunks",
-              (long long)chunks);
+        int64_t chunks = s.chunks, at = 0;
+        for (uint32_t i = 0; i < s.chunks; i++) {
+          int64_t begin, end;
+          aot__chunk_range(&s, work, i, &begin, &end);
+          CHECK(begin == at && end > begin && end <= work,
+                "work %lld cost %lld threads %u: chunk %u of %lld is [%lld, %lld), expected from %lld",
+                (long long)work, (long long)cost, threads[t], i, (long long)chunks,
+                (long long)begin, (long long)end, (long long)at);
+          if (begin != at || end <= begin) break;
+          CHECK(i + 1 == s.chunks || cost < 0 ||
+                    (long double)cost * (long double)(end - begin) / (long double)work >=
+                        AOT__MIN_CHUNK_NS,
+                "work %lld cost %lld threads %u: chunk %u of %lld items is too small",
+                (long long)work, (long long)cost, threads[t], i, (long long)(end - begin));
+          at = end;
+        }
+        CHECK(at == work, "work %lld cost %lld threads %u: the chunks end at %lld", (long long)work,
+              (long long)cost, threads[t], (long long)at);
+        CHECK(chunks == 1 || chunks <= (int64_t)threads[t] * AOT__CHUNKS_PER_THREAD ||
+                  (s.head_chunks == threads[t] &&
+                   chunks <= (int64_t)threads[t] * (1 + AOT__TAIL_CHUNKS_PER_THREAD)),
+              "%lld chunks, %u in the head", (long long)chunks, s.head_chunks);
         CHECK(chunks <= AOT__MAX_CHUNKS, "%lld chunks", (long long)chunks);
-        CHECK(chunks == 1 || cost < 0 || cost / chunks >= AOT__MIN_CHUNK_NS,
-              "work %lld cost %lld: %lld chunks too small", (long long)work, (long long)cost,
-              (long long)chunks);
       }
 }
 
@@ -94,11 +119,16 @@ static void test_model_splits(void) {
 
 static pthread_t g_caller;
 static _Atomic int64_t g_calls[POOL_KERNELS], g_items[POOL_KERNELS], g_off_caller[POOL_KERNELS];
+/* calls of item 0 off the caller */
+static _Atomic int64_t g_first_off_caller[POOL_KERNELS];
 
 static void count(int k, int64_t begin, int64_t end) {
   atomic_fetch_add(&g_calls[k], 1);
   atomic_fetch_add(&g_items[k], end - begin);
-  if (!pthread_equal(pthread_self(), g_caller)) atomic_fetch_add(&g_off_caller[k], 1);
+  if (!pthread_equal(pthread_self(), g_caller)) {
+    atomic_fetch_add(&g_off_caller[k], 1);
+    if (begin == 0) atomic_fetch_add(&g_first_off_caller[k], 1);
+  }
 }
 
 static int64_t clock_ns(void) {
@@ -147,15 +177,16 @@ static void reset_counts(void) {
     atomic_store(&g_calls[k], 0);
     atomic_store(&g_items[k], 0);
     atomic_store(&g_off_caller[k], 0);
+    atomic_store(&g_first_off_caller[k], 0);
   }
 }
 
 /* A tiny kernel runs whole on the caller in every run; in the first
  * AOT__CALIBRATION_RUNS runs every kernel near the split threshold runs whole
  * on the caller (timed), and after them its split follows the measured time:
- * the slow kernel in as many chunks as two threads get, the overestimated one
- * whole on the caller. A kernel estimated far above the threshold is split in
- * every run. */
+ * the slow kernel split, the overestimated one whole on the caller. A kernel
+ * estimated far above the threshold is split in every run, and its first
+ * chunk is always the caller's. */
 static void test_pool_caller_runs_small_kernels(void) {
   aot__kernel_t ks[POOL_KERNELS] = {
       {slow_kernel, POOL_WORK, timed_estimate(2)},
@@ -163,7 +194,7 @@ static void test_pool_caller_runs_small_kernels(void) {
       {overestimated_kernel, POOL_WORK, timed_estimate(2)},
       {certain_kernel, POOL_WORK, 1000000000},
   };
-  int64_t chunks = 2 * AOT__CHUNKS_PER_THREAD;
+  int64_t chunks = aot__split_kernel(&ks[3], 2).chunks;
   aot_model_t m = {0};
   m.kernels = ks;
   m.kernel_count = POOL_KERNELS;
@@ -184,12 +215,14 @@ static void test_pool_caller_runs_small_kernels(void) {
       CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
             "calibration run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
             (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
-    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK, "calibration run %d: %lld calls", run,
-          (long long)g_calls[3]);
+    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK && g_first_off_caller[3] == 0,
+          "calibration run %d: %lld calls, first chunk off the caller %lld times", run,
+          (long long)g_calls[3], (long long)g_first_off_caller[3]);
   }
   aot__kernel_t measured_slow = {NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
   int64_t slow_chunks = aot__split_kernel(&measured_slow, 2).chunks;
-  CHECK(slow_chunks == chunks, "%lld chunks", (long long)slow_chunks);
+  CHECK(chunks > 2 * AOT__CHUNKS_PER_THREAD && slow_chunks > 2, "%lld and %lld chunks",
+        (long long)chunks, (long long)slow_chunks);
   for (int run = 0; run < 5; run++) {
     reset_counts();
     aot__pool_run(pool, &job);
@@ -200,8 +233,9 @@ static void test_pool_caller_runs_small_kernels(void) {
       CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
             "run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
             (long long)g_calls[k], (long long)g_items[k], (long long)g_off_caller[k]);
-    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK, "run %d: %lld calls", run,
-          (long long)g_calls[3]);
+    CHECK(g_calls[3] == chunks && g_items[3] == POOL_WORK && g_first_off_caller[3] == 0,
+          "run %d: %lld calls, first chunk off the caller %lld times", run, (long long)g_calls[3],
+          (long long)g_first_off_caller[3]);
   }
   aot__pool_destroy(pool);
 }
