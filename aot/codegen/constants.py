@@ -30,8 +30,33 @@ def constant(ty: ir.Type, value: Any) -> ir.Constant:
     if found is None:
         if len(_made) >= _MAX_ENTRIES:
             _made.clear()
-        found = _made[full] = ir.Constant(ty, value)
+        found = _made[full] = _zero(ty, key) or ir.Constant(ty, value)
     return found
+
+
+def _zero(ty: ir.Type, key: Any) -> ir.Constant | None:
+    """A floating-point zero (+0.0) or zero vector in LLVM's short spellings, else None.
+    llvmlite spells a float 0.0 as `float` and 0x0 padded to 18 columns, 22 characters per
+    lane, and a zero vector lane by lane: a 16-lane one took 360 characters (accumulator
+    starts, select and masked-load fills, splat bases), a fifth of a depthwise conv body's
+    text, which is printed, hashed, rewritten (canonical.py) and parsed."""
+    if isinstance(ty, ir.VectorType) and isinstance(ty.element, (ir.FloatType, ir.DoubleType)):
+        zero = key is None or (type(key) is tuple and len(key) == 2 and key[0] is float and not any(key[1]))
+        return _Zero(ty, "zeroinitializer") if zero else None
+    if isinstance(ty, (ir.FloatType, ir.DoubleType)) and type(key) is tuple and key[0] is float and not any(key[1]):
+        return _Zero(ty, "0.0")
+    return None
+
+
+class _Zero(ir.Constant):
+    """The zero of `ty` (its .constant as ir.Constant(ty, None) has it), spelled `text`."""
+
+    def __init__(self, ty: ir.Type, text: str):
+        super().__init__(ty, None)
+        self._text = text
+
+    def _get_reference(self) -> str:
+        return self._text
 
 
 def _key(value: Any) -> Any:

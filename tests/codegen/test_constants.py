@@ -24,11 +24,31 @@ def test_values_that_print_differently_are_different_constants():
     assert str(constant(I1, True)) == str(ir.Constant(I1, True))
     assert str(constant(I1, 1)) == str(ir.Constant(I1, 1))
     assert constant(I32, 1) is not constant(ir.IntType(64), 1)
-    assert str(constant(ir.VectorType(F32, 2), None)) == str(ir.Constant(ir.VectorType(F32, 2), None))
     assert str(constant(ir.VectorType(F32, 2), ir.Undefined)) == str(ir.Constant(ir.VectorType(F32, 2), ir.Undefined))
     nan = float("nan")
     assert constant(F32, nan) is constant(F32, nan) and str(constant(F32, nan)) == str(ir.Constant(F32, nan))
     assert str(constant(ir.DoubleType(), -nan)) == str(ir.Constant(ir.DoubleType(), -nan))
+
+
+def test_float_zeros_are_spelled_short_and_mean_what_llvmlite_spells_long():
+    vec = ir.VectorType(F32, 4)
+    assert str(constant(vec, None)) == str(constant(vec, [0.0] * 4)) == "<4 x float> zeroinitializer"
+    assert str(constant(F32, 0.0)) == "float 0.0"
+    assert constant(vec, None).constant[0].constant is None  # its lanes, as ir.Constant(vec, None) has them
+    # a -0.0 lane, or an integer zero, keeps llvmlite's spelling
+    assert str(constant(vec, [0.0, -0.0, 0.0, 0.0])) == str(ir.Constant(vec, [0.0, -0.0, 0.0, 0.0]))
+    assert str(constant(ir.VectorType(I1, 2), [False, False])) == str(ir.Constant(ir.VectorType(I1, 2), [False, False]))
+    # LLVM reads both spellings as the same constants
+    import llvmlite.binding as llvm
+    texts = []
+    for short in (True, False):
+        module = ir.Module()
+        fn = ir.Function(module, ir.FunctionType(vec, [vec, F32]), "f")
+        b = ir.IRBuilder(fn.append_basic_block())
+        zero_vec, zero = (constant(vec, None), constant(F32, 0.0)) if short else (ir.Constant(vec, None), ir.Constant(F32, 0.0))
+        b.ret(b.fadd(b.select(b.fcmp_ordered("==", fn.args[1], zero), fn.args[0], zero_vec), zero_vec))
+        texts.append(str(llvm.parse_assembly(str(module))))
+    assert texts[0] == texts[1]
 
 
 def test_a_vector_of_ir_values_is_made_each_time():
