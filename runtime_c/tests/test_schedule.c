@@ -58,8 +58,8 @@ static void test_split(void) {
   CHECK(s.chunks == 15 && s.items == 10, "no estimate: %u x %lld", s.chunks, (long long)s.items);
 }
 
-/* For many shapes: chunks cover [0, work) exactly, in order, none empty; at most
- * CHUNKS_PER_THREAD per thread, or a head and TAIL_CHUNKS_PER_THREAD per thread;
+/* For many shapes: chunks cover [0, work) exactly, in order, none empty; at most a
+ * head chunk and TAIL_CHUNKS_PER_THREAD per thread, the head one per thread or all;
  * and each but the last holds at least MIN_CHUNK_NS of estimated work. */
 static void test_cover(void) {
   static const int64_t works[] = {2, 3, 7, 24, 97, 128, 1000, 4097, INT64_MAX / 4};
@@ -89,10 +89,10 @@ static void test_cover(void) {
         }
         CHECK(at == work, "work %lld cost %lld threads %u: the chunks end at %lld", (long long)work,
               (long long)cost, threads[t], (long long)at);
-        CHECK(chunks == 1 || chunks <= (int64_t)threads[t] * AOT__CHUNKS_PER_THREAD ||
-                  (s.head_chunks == threads[t] &&
-                   chunks <= (int64_t)threads[t] * (1 + AOT__TAIL_CHUNKS_PER_THREAD)),
-              "%lld chunks, %u in the head", (long long)chunks, s.head_chunks);
+        CHECK(chunks == 1 || chunks <= (int64_t)threads[t] * (1 + AOT__TAIL_CHUNKS_PER_THREAD),
+              "%lld chunks", (long long)chunks);
+        CHECK(s.head_chunks == chunks || s.head_chunks == threads[t], "%u chunks in the head",
+              s.head_chunks);
         CHECK(chunks <= AOT__MAX_CHUNKS, "%lld chunks", (long long)chunks);
       }
 }
@@ -219,16 +219,16 @@ static void test_pool_caller_runs_small_kernels(void) {
           "calibration run %d: %lld calls, first chunk off the caller %lld times", run,
           (long long)g_calls[3], (long long)g_first_off_caller[3]);
   }
-  aot__kernel_t measured_slow = {NULL, POOL_WORK, POOL_WORK * SLOW_ITEM_NS};
-  int64_t slow_chunks = aot__split_kernel(&measured_slow, 2).chunks;
-  CHECK(chunks > 2 * AOT__CHUNKS_PER_THREAD && slow_chunks > 2, "%lld and %lld chunks",
-        (long long)chunks, (long long)slow_chunks);
+  /* the slow kernel's measured time is at least POOL_WORK * SLOW_ITEM_NS (more on a slow
+   * clock, under qemu): split, in at most as many chunks as a head and a tail make */
+  int64_t least = 2, most = 2 * (1 + AOT__TAIL_CHUNKS_PER_THREAD);
+  CHECK(chunks > 2 * AOT__CHUNKS_PER_THREAD, "%lld chunks", (long long)chunks);
   for (int run = 0; run < 5; run++) {
     reset_counts();
     aot__pool_run(pool, &job);
-    CHECK(g_calls[0] == slow_chunks && g_items[0] == POOL_WORK,
-          "run %d, slow kernel: %lld calls, %lld items", run, (long long)g_calls[0],
-          (long long)g_items[0]);
+    CHECK(g_calls[0] >= least && g_calls[0] <= most && g_items[0] == POOL_WORK,
+          "run %d, slow kernel: %lld calls (%lld to %lld), %lld items", run, (long long)g_calls[0],
+          (long long)least, (long long)most, (long long)g_items[0]);
     for (int k = 1; k < 3; k++)
       CHECK(g_calls[k] == 1 && g_items[k] == POOL_WORK && g_off_caller[k] == 0,
             "run %d, kernel %d: %lld calls, %lld items, %lld off the caller", run, k,
