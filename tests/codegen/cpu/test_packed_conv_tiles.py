@@ -147,15 +147,16 @@ def test_border_runs_match_the_reference(target, x_shape, kernel, strides, paddi
     _check_on(conv2d(x_shape, 32, kernel, "bias_relu", strides=strides, padding=padding, dilation=dilation), target)
 
 
-def test_avx2_border_runs_load_plainly_without_selects(monkeypatch):
-    # a 54-wide row: 9 runs of 6 pixels, the first and the last reading padding; their columns
-    # are compile-time, so no input element goes through a select (the run-time checked
-    # variant selects each one)
-    target = CpuTarget.from_name("haswell")
+@pytest.mark.parametrize("cpu", ["haswell", "x86-64-v4"])
+def test_border_runs_load_plainly_without_selects(monkeypatch, cpu):
+    # a 54-wide row: runs of 6 (AVX2, tap columns a loop) or 8 pixels (AVX-512, tap columns
+    # unrolled), the first and the last reading padding; their columns are compile-time, so
+    # no input element goes through a select (the run-time checked variant selects each one)
+    target = CpuTarget.from_name(cpu)
     make = conv2d((1, 16, 5, 54), 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
     float_selects = [line for line in _body_text(_plan(make, target), target).splitlines()
                      if " select " in line and "float" in line]
     assert float_selects == []
-    monkeypatch.setattr(packed_conv, "MAX_STATIC_BORDER_RUNS", 1)  # two border runs: the checked variant
+    monkeypatch.setattr(packed_conv, "MAX_STATIC_BORDER_RUNS", 0)  # the checked variant
     text = _body_text(_plan(make, target), target)
     assert any(" select " in line and "float" in line for line in text.splitlines())
