@@ -40,12 +40,12 @@ def _zero(ty: ir.Type, key: Any) -> ir.Constant | None:
     lane, and a zero vector lane by lane: a 16-lane one took 360 characters (accumulator
     starts, select and masked-load fills, splat bases), a fifth of a depthwise conv body's
     text, which is printed, hashed, rewritten (canonical.py) and parsed."""
-    if isinstance(ty, ir.VectorType) and isinstance(ty.element, (ir.FloatType, ir.DoubleType)):
-        zero = key is None or (type(key) is tuple and len(key) == 2 and key[0] is float and not any(key[1]))
-        return _Zero(ty, "zeroinitializer") if zero else None
-    if isinstance(ty, (ir.FloatType, ir.DoubleType)) and type(key) is tuple and key[0] is float and not any(key[1]):
-        return _Zero(ty, "0.0")
-    return None
+    floats = (ir.FloatType, ir.DoubleType)
+    if not (key is None or (type(key) is tuple and key[0] is float and not any(key[1]))):
+        return None  # not all +0.0 (a float's or a float vector's key: float and its bits)
+    if isinstance(ty, ir.VectorType) and isinstance(ty.element, floats):
+        return _Zero(ty, "zeroinitializer")
+    return _Zero(ty, "0.0") if isinstance(ty, floats) else None
 
 
 class _Zero(ir.Constant):

@@ -51,7 +51,7 @@ aot__split_t aot__split_kernel(const aot__kernel_t* k, uint32_t threads) {
   if (tail_items < smallest) tail_items = smallest;
   tail_chunks = (rest + tail_items - 1) / tail_items;
   if (head_items < smallest || threads + tail_chunks > AOT__MAX_CHUNKS)
-    return equal_chunks(work, equal < most ? equal : most);
+    return equal_chunks(work, equal); /* most > equal here */
   aot__split_t split = {head_items, (uint32_t)(threads + tail_chunks), threads, tail_items};
   return split;
 }

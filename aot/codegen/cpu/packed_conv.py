@@ -498,22 +498,20 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
                     b.store(acc, slot)
             e.pop_scope()
 
-    if unrolled and static_ow0 is None:
-        columns = [(j, [column(const_i64(j), p) for p in range(pixels)]) for j in range(g.kw)]
+    if unrolled:  # every tap column in one channel loop; static ones are constants
+        columns = [(j, [column(j if static_ow0 is not None else const_i64(j), p) for p in range(pixels)])
+                   for j in range(g.kw)]
     with for_range(b, 0, g.kh, f"{name}.i") as i:
         h = b.add(b.mul(at.oh, const_i64(g.strides[0])), b.sub(b.mul(i, const_i64(g.dilation[0])), const_i64(g.pad_low[0])), name=f"{name}.h")
         row_ok = None if g.rows_always_inside() else b.icmp_unsigned("<", h, const_i64(g.height), name=f"{name}.h.inb")
 
         def row() -> None:
-            if static_ow0 is not None and unrolled:  # one channel loop, its columns constants
-                channels(h, i, [(j, [column(j, p) for p in range(pixels)]) for j in range(g.kw)])
+            if unrolled:
+                channels(h, i, columns)
                 return
             if static_ow0 is not None:  # a channel loop per tap column, its columns constants
                 for j in range(g.kw):  # the first loop of the row prefetches
                     channels(h, i, [(j, [column(j, p) for p in range(pixels)])], prefetches=j == 0)
-                return
-            if unrolled:
-                channels(h, i, columns)
                 return
             # one tap column at a time: its pixels' inputs are broadcast once each, not kept
             # live across the columns that share them (registers for them only on AVX-512)
