@@ -3,6 +3,7 @@
     python benchmarks/bench_samples.py [--runs 100] [--threads 1,2] [models...]
     python benchmarks/bench_samples.py --suite benchmark [--runs 50]   # torch-made benchmark models
     python benchmarks/bench_samples.py --suite benchmark --cpu znver3  # the AVX2 code path
+    python benchmarks/bench_samples.py --suite benchmark --cpu x86-64-v3 --peer avx2  # both on AVX2 code
 
 Every engine (aot and onnxruntime, one session each per thread count) runs in
 this one process, timed side by side in alternating blocks of runs
@@ -12,6 +13,10 @@ and the code path the artifact was built for (`--cpu`, default native:
 avx512, avx2 or narrow). Prints medians, aot/onnxruntime per thread count
 (above 1: aot is slower), aot's own 2-thread over 1-thread time, the
 geometric means, and artifact bytes against the ONNX file and weight bytes.
+
+onnxruntime picks its kernels from the CPU it runs on; `--peer avx2` times a
+copy of it that takes its AVX2 kernels (benchmarks/peer_avx2.py), so that an
+AVX2 build of aot on an AVX-512 host meets the onnxruntime an AVX2 server runs.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_samples  # noqa: E402
+from peer_avx2 import use_avx2_onnxruntime  # noqa: E402
 from side_by_side import alternate_medians, cpu_model_name  # noqa: E402
 
 import aot  # noqa: E402
@@ -91,7 +97,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100, help="timed runs per engine and thread count")
     parser.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
     parser.add_argument("--cpu", default="native", help="the aot target CPU (znver3, x86-64-v3: AVX2 code)")
+    parser.add_argument("--peer", choices=["native", "avx2"], default="native",
+                        help="onnxruntime's kernels: this CPU's best (native) or its AVX2 ones (avx2)")
     args = parser.parse_args()
+    if args.peer == "avx2":
+        use_avx2_onnxruntime()
     threads = [int(t) for t in args.threads.split(",")]
     code_path = CpuTarget.from_name(args.cpu).code_path
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +114,7 @@ def main() -> None:
             paths = {name: make_benchmarks.make(name, out) for name in (args.models or make_benchmarks.MODELS)}
         names = args.models or list(paths)
         print(f"CPU: {cpu_model_name()} ({CpuTarget.host().code_path}, {os.cpu_count()} CPUs); aot --cpu {args.cpu} "
-              f"({code_path}); threads {args.threads}; runs {args.runs}; medians; aot/ort above 1: aot slower")
+              f"({code_path}); onnxruntime {args.peer}; threads {args.threads}; runs {args.runs}; medians; aot/ort above 1: aot slower")
         cols = "".join(f" {'aot ms ' + str(n) + 't':>10} {'ort ms ' + str(n) + 't':>10} {'aot/ort':>7}" for n in threads)
         scaling = f" {'aot ' + str(threads[-1]) + 't/' + str(threads[0]) + 't':>9}" if len(threads) > 1 else ""
         print(f"{'model':<12}{cols}{scaling} {'artifact B':>11} {'onnx B':>10} {'weights B':>10} {'compile s':>9} {'max|diff|':>9}")
