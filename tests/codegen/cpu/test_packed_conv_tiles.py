@@ -43,8 +43,22 @@ def _check_on(make, target: CpuTarget, pieces: int = 3) -> None:
 @pytest.mark.parametrize("width", [1, 2, 3, 5, 7, 8, 9, 13, 28])
 def test_every_run_width_stores_each_channel_row(target, width):
     # widths 1-9 give runs of 1..8 pixels (a power of two and not: the transpose pads to one),
-    # 13 and 28 split into runs with a shorter last one on AVX2
+    # 13 and 28 split into wide and narrow runs on AVX2 (6 + 7, 6 + 6 + 6 + 5 + 5)
     _check_on(conv2d((1, 32, 3, width), 32, (3, 3), "residual_tanh", padding=((1, 1), (1, 1))), target)
+
+
+@pytest.mark.parametrize("ow", [1, 5, 6, 7, 13, 28, 56, 112])
+@pytest.mark.parametrize("max_pixels", [6, 8])
+def test_runs_split_a_row_evenly(ow, max_pixels):
+    # as few runs as max_pixels allows, wide ones first, widths one apart: no short tail run
+    # whose few accumulators cannot hide the FMA latency (56 on AVX2: 6 x 6 + 4 x 5, not 9 x 6 + 2)
+    make = conv2d((1, 8, 3, ow), 16, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
+    conv = next(n for n in _plan(make, CpuTarget.from_name("haswell")).kernels[0].nodes if n.op == "packed_conv")
+    g = packed_conv.ConvGeometry.of_conv(conv, 1, max_pixels)
+    assert g.runs == -(-ow // max_pixels)
+    widths = [g.pixels if r < g.wide_runs else g.narrow for r in range(g.runs)]
+    assert sum(widths) == ow and max(widths) <= max_pixels and max(widths) - min(widths) <= 1
+    assert [g.run_start(r) for r in range(g.runs)] == [sum(widths[:r]) for r in range(g.runs)]
 
 
 @pytest.mark.parametrize("target", cpus_to_check(), ids=str)
@@ -137,7 +151,7 @@ def test_a_downsample_partner_accumulates_into_whole_plane_items(target):
 @pytest.mark.parametrize("target", cpus_to_check(), ids=str)
 @pytest.mark.parametrize("x_shape,kernel,strides,padding,dilation", [
     ((1, 16, 5, 30), (3, 3), (1, 1), ((1, 1), (1, 0)), (1, 1)),   # the left run only
-    ((1, 16, 5, 56), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),   # resnet18's rows: the first run and the 2-pixel tail
+    ((1, 16, 5, 56), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1)),   # resnet18's rows: the first run, the last narrow one
     ((1, 8, 9, 29), (7, 7), (2, 2), ((3, 3), (3, 3)), (1, 1)),    # a stem: stride 2, pad 3
     ((1, 8, 6, 13), (3, 3), (1, 1), ((2, 2), (2, 2)), (2, 2)),    # dilated
     ((1, 8, 5, 3), (5, 5), (1, 1), ((2, 2), (4, 4)), (1, 1)),     # wider padding than the row: every run
