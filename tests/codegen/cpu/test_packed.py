@@ -23,7 +23,7 @@ from aot.codegen.loops import const_i64
 from aot.codegen.math import F32
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
 from aot.codegen.cpu.packed_dot import DOT_EMITTER
-from aot.codegen.cpu.vector import masked_load, store_vector
+from aot.codegen.cpu.vector import masked_load, registers_per_vector, store_vector
 from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.ir.graph import Value
@@ -251,22 +251,37 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
     assert match is not None and _stores_plainly(kernel, match.epilogue)
 
 
-@pytest.mark.parametrize("k,n,model_limit,streams", [
-    (64, 4200, 1 << 19, True),  # a weight over L2 in a model whose weights overflow L3: from DRAM
-    (64, 4200, 16 << 20, False),  # the same weight in a model that stays in L3 between calls
-    (64, 500, 0, False),  # a weight that stays in L2
+@pytest.mark.parametrize("rows,k,n,model_limit", [
+    (13, 64, 4200, 1 << 19),  # a weight over L2 in a model whose weights overflow L3: from DRAM
+    (13, 64, 4200, 16 << 20),  # the same weight in a model that stays in L3 between calls
+    (40, 64, 1000, 16 << 20),  # from L3, with enough rows to hide the prefetches on any target
+    (13, 64, 500, 0),  # a weight that stays in L2
 ])
-def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(k, n, model_limit, streams, monkeypatch):
+def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(rows, k, n, model_limit, monkeypatch):
     # the last unit prefetches past the weight's end: harmless, and the results stay right
     from aot.codegen.cpu import packed_dot
 
     monkeypatch.setattr(packed_dot, "PREFETCH_MIN_MODEL_WEIGHT_BYTES", model_limit)
-    make = dense(13, k, n, "none")
+    make = dense(rows, k, n, "none")
     plan = check(make, feeds_for(make), pieces=3)
     assert emitters(plan) == [DOT_EMITTER]
-    assert (k * n * 4 > packed_dot.PREFETCH_MIN_WEIGHT_BYTES and len(plan.weights) > model_limit) == streams
+    streams = packed_dot._streams_weights(k * n * 4, rows, len(plan.weights), registers_per_vector(HOST, 16))
     llvm_ir = emit_cpu(plan, HOST).llvm_ir
     assert ("llvm.prefetch" in llvm_ir) == streams
+
+
+@pytest.mark.parametrize("weight_bytes,rows,model_bytes,per_vector,streams", [
+    (2 << 20, 1, 32 << 20, 1, True),  # from DRAM: prefetched even for one row (an LM head)
+    (2 << 20, 1, 8 << 20, 1, False),  # from L3, one row: the prefetches would take load slots
+    (1 << 20, 128, 12 << 20, 1, True),  # bert_mini's FFN weights, AVX-512
+    (1 << 20, 8, 12 << 20, 1, False),  # 8 rows on AVX-512: too few FMAs per weight vector
+    (1 << 20, 8, 12 << 20, 2, True),  # the same on AVX2: each vector is two FMAs per row
+    (64 << 10, 128, 12 << 20, 2, False),  # small enough to stay in L2
+])
+def test_weights_from_l3_are_prefetched_where_the_fmas_hide_it(weight_bytes, rows, model_bytes, per_vector, streams):
+    from aot.codegen.cpu import packed_dot
+
+    assert packed_dot._streams_weights(weight_bytes, rows, model_bytes, per_vector) == streams
 
 
 # -- the layout is explicit: the bodies match packed ops, never shapes ---------------
