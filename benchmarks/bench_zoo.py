@@ -1,7 +1,7 @@
 """aot vs onnxruntime on the transformers model zoo (models/make_zoo.py): compile, match, latency, size.
 
     python benchmarks/bench_zoo.py [--runs 30] [--threads 1,2] [--models bert gpt2_decode] [--out DIR] [--json FILE]
-                                   [--cpu haswell]
+                                   [--cpu haswell [--peer avx2]]
 
 For each zoo model: export it (or reuse OUT/NAME.onnx and NAME.inputs.npz from an
 earlier run with the same --out), compile it with aot for this machine, compare
@@ -15,8 +15,10 @@ that fails to export, compile or run, or does not match, is a row saying so.
 
 --cpu NAME compiles for another CPU (as aot-compile --cpu), to measure a code path
 this machine can run but is not its own: `--cpu haswell` on an AVX-512 host times
-the AVX2 code. onnxruntime still picks its kernels for this machine, so such a
-ratio is aot's AVX2 code against onnxruntime's best here (pessimistic for aot).
+the AVX2 code. onnxruntime picks its kernels for this machine, so such a ratio
+is aot's AVX2 code against onnxruntime's best here (pessimistic for aot), unless
+--peer avx2 times a copy of onnxruntime that takes its AVX2 kernels, as on an
+AVX2 server (benchmarks/peer_avx2.py).
 
 Needs torch and transformers to export the models (the `bench` extra).
 """
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 
 import make_zoo  # noqa: E402
+from peer_avx2 import use_avx2_onnxruntime  # noqa: E402
 from side_by_side import alternate_medians, cpu_model_name  # noqa: E402
 
 import aot  # noqa: E402
@@ -180,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     parser.add_argument("--cpu", default="native", help="compile for this CPU, as aot-compile --cpu (default: "
                         "this machine's); e.g. haswell times the AVX2 code on an AVX-512 host")
+    parser.add_argument("--peer", choices=["native", "avx2"], default="native",
+                        help="onnxruntime's kernels: this CPU's best (native) or its AVX2 ones (avx2)")
     args = parser.parse_args(argv)
+    if args.peer == "avx2":
+        use_avx2_onnxruntime()
     names = [n for item in args.models for n in item.split(",") if n]
     unknown = [n for n in names if n not in make_zoo.ZOO]
     if unknown:
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         host = CpuTarget.host()
         target = f"{host.cpu} ({host.code_path} code path)" if args.cpu == "native" else f"--cpu {args.cpu}"
-        print(f"CPU: {cpu_model_name()}; aot compiles for {target}")
+        print(f"CPU: {cpu_model_name()}; aot compiles for {target}; onnxruntime's {args.peer} kernels")
         print(f"runs={args.runs} per engine and thread count, medians in ms; ratio = aot / onnxruntime "
               f"(ABOVE 1: AOT IS SLOWER); match: aot verify's tolerance (atol {DEFAULT_ATOL:g}, rtol {DEFAULT_RTOL:g}) "
               f"against onnxruntime")
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geometric mean of aot / onnxruntime over the {matched} matching model(s): "
               + ", ".join(f"{count} thread(s) {_cell(means[count], '.3f', 0).strip()}" for count in threads))
         if args.json:
-            data = {"cpu": cpu_model_name(), "target": target, "runs": args.runs,
+            data = {"cpu": cpu_model_name(), "target": target, "peer": args.peer, "runs": args.runs,
                     "threads": threads, "ratio": "aot / onnxruntime (above 1: aot slower)",
                     "atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL,
                     "models": [asdict(r) | {"ratios": {c: r.ratio(c) for c in threads}} for r in rows],
