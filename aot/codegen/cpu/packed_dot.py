@@ -52,11 +52,13 @@ PREFETCH_MIN_WEIGHT_BYTES = 1 << 20
 PREFETCH_MIN_MODEL_WEIGHT_BYTES = 16 << 20
 # A weight that stays in L3 is still pushed out of L2 by the kernels between two calls,
 # and a dot with many rows waits for each of its lines from L3 unless it is prefetched
-# too: where the tiles make PREFETCH_L3_MIN_FMAS FMA instructions or more per weight
-# vector (rows x registers per vector), the prefetches hide in the FMAs' time. Zen 5,
-# kernels in sequence, A/B: bert_mini (128 rows) 7% faster on AVX2, 3% on AVX-512;
-# a 784-1024-1024-10 MLP on AVX2 at 8 rows 10%, 16 rows 22%, on AVX-512 16 rows level,
-# 8 rows 9% and 1 row 34% SLOWER (few FMAs per load: the prefetches take load slots).
+# too: where a weight vector takes several registers (AVX2, SSE, NEON) and the tiles
+# make PREFETCH_L3_MIN_FMAS FMA instructions or more per weight vector (rows x registers
+# per vector), the prefetches hide in the FMAs' time. Zen 5, A/B: on AVX2 bert_mini (128
+# rows) 6% faster on 1 and 2 threads, mlp_b64 10% / 3%, a 784-1024-1024-10 MLP at 8 rows
+# 10%, 16 rows 22%; at 1 row 27% SLOWER (few FMAs per load: the prefetches take load
+# slots). On AVX-512 the same rule made bert_mini and mlp_b64 1-2.5% faster on 1 thread
+# but 3-7% slower on 2, so there it is left to the hardware prefetcher.
 PREFETCH_L3_MIN_WEIGHT_BYTES = 128 << 10
 PREFETCH_L3_MIN_FMAS = 16
 # llvm.prefetch locality 2: prefetcht1 on x86, into L2 (L1, locality 3, was slower:
@@ -210,9 +212,11 @@ def _dot_tile(ctx: KernelContext, epilogue: Epilogue, t: DotTiling, mr: int, ncb
 
 def _streams_weights(weight_bytes: int, rows: int, model_weight_bytes: int, registers_per_vector: int) -> bool:
     """Whether the tiles prefetch the next unit's weights into L2: where the weight comes from
-    DRAM on every call, or from L3 with enough FMAs per weight vector to hide the prefetches."""
+    DRAM on every call, or from L3 with enough FMAs per weight vector to hide the prefetches
+    on a target whose vectors take several registers."""
     from_dram = weight_bytes > PREFETCH_MIN_WEIGHT_BYTES and model_weight_bytes > PREFETCH_MIN_MODEL_WEIGHT_BYTES
-    from_l3 = weight_bytes >= PREFETCH_L3_MIN_WEIGHT_BYTES and rows * registers_per_vector >= PREFETCH_L3_MIN_FMAS
+    from_l3 = (weight_bytes >= PREFETCH_L3_MIN_WEIGHT_BYTES and registers_per_vector >= 2
+               and rows * registers_per_vector >= PREFETCH_L3_MIN_FMAS)
     return from_dram or from_l3
 
 

@@ -254,7 +254,7 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
 @pytest.mark.parametrize("rows,k,n,model_limit", [
     (13, 64, 4200, 1 << 19),  # a weight over L2 in a model whose weights overflow L3: from DRAM
     (13, 64, 4200, 16 << 20),  # the same weight in a model that stays in L3 between calls
-    (40, 64, 1000, 16 << 20),  # from L3, with enough rows to hide the prefetches on any target
+    (40, 64, 1000, 16 << 20),  # from L3, with enough rows to hide the prefetches on AVX2
     (13, 64, 500, 0),  # a weight that stays in L2
 ])
 def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(rows, k, n, model_limit, monkeypatch):
@@ -273,9 +273,10 @@ def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(rows
 @pytest.mark.parametrize("weight_bytes,rows,model_bytes,per_vector,streams", [
     (2 << 20, 1, 32 << 20, 1, True),  # from DRAM: prefetched even for one row (an LM head)
     (2 << 20, 1, 8 << 20, 1, False),  # from L3, one row: the prefetches would take load slots
-    (1 << 20, 128, 12 << 20, 1, True),  # bert_mini's FFN weights, AVX-512
-    (1 << 20, 8, 12 << 20, 1, False),  # 8 rows on AVX-512: too few FMAs per weight vector
-    (1 << 20, 8, 12 << 20, 2, True),  # the same on AVX2: each vector is two FMAs per row
+    (1 << 20, 128, 12 << 20, 2, True),  # bert_mini's FFN weights, AVX2
+    (1 << 20, 128, 12 << 20, 1, False),  # the same on AVX-512: the hardware prefetcher's
+    (1 << 20, 8, 12 << 20, 2, True),  # 8 rows on AVX2: each weight vector is two FMAs per row
+    (1 << 20, 4, 12 << 20, 2, False),  # 4 rows: too few FMAs per weight vector
     (64 << 10, 128, 12 << 20, 2, False),  # small enough to stay in L2
 ])
 def test_weights_from_l3_are_prefetched_where_the_fmas_hide_it(weight_bytes, rows, model_bytes, per_vector, streams):
