@@ -18,6 +18,7 @@ the significands).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -102,6 +103,56 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type
 
 Body = Callable[["MathLib", ir.IRBuilder, list[ir.Value], FloatFormat], ir.Value]
 
+
+def _bound(value: ir.Value) -> float | None:
+    """The value of a float constant, or of a vector constant whose lanes are all one float
+    (bit for bit); None for anything else."""
+    if not isinstance(value, ir.Constant) or not isinstance(value.type, (ir.FloatType, ir.DoubleType, ir.VectorType)):
+        return None
+    payload = value.constant
+    if isinstance(value.type, ir.VectorType):
+        if not isinstance(value.type.element, (ir.FloatType, ir.DoubleType)):
+            return None
+        if payload is None:
+            return 0.0
+        # llvmlite holds a vector's lanes as element constants; a lane of None is +0.0
+        lanes = [p.constant if isinstance(p, ir.Constant) else p for p in payload]
+        lanes = [0.0 if v is None else v for v in lanes]
+        if not lanes or any(not isinstance(v, float) for v in lanes):
+            return None
+        bits = {struct.pack("<d", v) for v in lanes}
+        return lanes[0] if len(bits) == 1 else None
+    if payload is None:
+        return 0.0
+    return payload if isinstance(payload, float) else None
+
+
+def bounded_minmax(b: ir.IRBuilder, target: ArithTarget, kind: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
+    """llvm.maximum/minimum(x, y) ("max"/"min") where one operand is a non-NaN constant c,
+    as a compare and select on a target where that is cheaper (select_bounded_minmax), bit
+    for bit the same: NaN in the other operand v passes through, as an ordered compare
+    with it is false. c != 0: max is `c > v ? c : v` (x86: one maxps c, v); max against
+    +0.0 (a ReLU) `c >= v ? c : v`, so that -0.0 gives +0.0 as maximum does (a compare
+    and an and). min mirrors it; None where this does not apply (max against -0.0, min
+    against +0.0, no constant)."""
+    if not target.select_bounded_minmax:
+        return None
+    for c, v in ((y, x), (x, y)):
+        bound = _bound(c)
+        if bound is None or math.isnan(bound):
+            continue
+        negative_zero = math.copysign(1.0, bound) < 0
+        if bound != 0.0:
+            direction = ">" if kind == "max" else "<"
+        elif kind == "max" and not negative_zero:
+            direction = ">="
+        elif kind == "min" and negative_zero:
+            direction = "<="
+        else:
+            continue
+        return b.select(b.fcmp_ordered(direction, c, v), c, v, name=f"{kind}.bounded")
+    return None
+
 # Functions whose f32 version is the f64 body with the result rounded to f32 (an f32
 # polynomial would not reach ~1 ulp). Narrower types (elemental.py) round the f64
 # result once, straight to their own precision, instead of to f32 and again.
@@ -157,10 +208,10 @@ class MathLib:
 
     def maximum(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
         """NaN-propagating max (llvm.maximum)."""
-        return self._intr(b, "maximum", x, y)
+        return bounded_minmax(b, self.target, "max", x, y) or self._intr(b, "maximum", x, y)
 
     def minimum(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self._intr(b, "minimum", x, y)
+        return bounded_minmax(b, self.target, "min", x, y) or self._intr(b, "minimum", x, y)
 
     def floor(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         if self.target.native_rounding:

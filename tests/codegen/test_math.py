@@ -13,6 +13,7 @@ import aot
 from aot.codegen.cpu import CpuTarget
 from aot.codegen.math import VECTOR_FUNCTIONS, MathLib
 from aot.ir import DType
+from aot.pipeline import run_pipeline
 from codegen_util import (FLOATS, HOST, Compiled, PlanBuilder, check, graph_with_inputs, ir_dtype, rand, simple_plan,
                           specials)
 
@@ -291,3 +292,34 @@ def test_vector_bodies_equal_the_scalar_ones_lane_by_lane(name):
         scalar(x.ctypes.data, want.ctypes.data)
         vector(x.ctypes.data, got.ctypes.data)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{name} at {x}")
+
+
+# -- max/min against a constant bound (math.bounded_minmax) ---------------------------------------
+def _ieee(kind: str, x: float, c: float) -> float:
+    """llvm.maximum/minimum: NaN if either is NaN, and +0.0 above -0.0."""
+    if math.isnan(x) or math.isnan(c):
+        return math.nan
+    if x == c == 0.0:
+        pick_positive = kind == "max"
+        return max(x, c, key=lambda v: math.copysign(1.0, v)) if pick_positive else \
+            min(x, c, key=lambda v: math.copysign(1.0, v))
+    return max(x, c) if kind == "max" else min(x, c)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("bound", [0.0, -0.0, 6.0, -1.0, math.inf, math.nan])
+def test_max_and_min_against_a_constant_keep_nan_and_signed_zeros(dtype, bound):
+    # on x86 a max/min against a non-NaN constant is a compare and select (one maxps where the
+    # bound is not zero); it must stay llvm.maximum/minimum bit for bit: NaN passes, +0 > -0
+    x = np.concatenate([specials(dtype), np.array([6.0, -6.0, 5.999, 6.001], dtype)])
+    g, b, (value,) = graph_with_inputs(("x", ir_dtype(dtype), x.shape))
+    c = b.op("broadcast", [b.constant(np.array(bound, dtype))], shape=x.shape, dims=[])
+    g.add_output(b.op("max", [value, c]), "max")
+    g.add_output(b.op("min", [c, value]), "min")
+    got_max, got_min = Compiled(run_pipeline(g)).run({"x": x})  # the pipeline: the bound an immediate
+    for kind, got in (("max", got_max), ("min", got_min)):
+        want = np.array([_ieee(kind, float(v), bound) for v in x], dtype)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=kind)
+        keep = ~np.isnan(want)
+        np.testing.assert_array_equal(got[keep], want[keep], err_msg=kind)
+        np.testing.assert_array_equal(np.signbit(got[keep]), np.signbit(want[keep]), err_msg=f"{kind}: sign of zero")

@@ -150,6 +150,12 @@ class CpuTarget:
         return self.arch == "aarch64" or self._x86_has("f16c", _X86_MODERN)
 
     @property
+    def select_bounded_minmax(self) -> bool:
+        """x86's maxps/minps are the compare and select (aarch64's fmax/fmin propagate NaN
+        themselves: llvm.maximum is one instruction there)."""
+        return self.arch == "x86_64"
+
+    @property
     def avx512(self) -> bool:
         """32 vector registers of 16 floats (AVX-512F): room for the wider conv register tiles."""
         return self.arch == "x86_64" and self._x86_has("avx512f", _X86_AVX512)

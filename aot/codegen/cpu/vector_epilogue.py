@@ -33,7 +33,7 @@ from aot.codegen.cpu.body import KernelContext
 from aot.codegen.cpu.epilogue import store_epilogue
 from aot.codegen.fused_epilogue import Epilogue
 from aot.codegen.loops import const_i64
-from aot.codegen.math import F32, VECTOR_FUNCTIONS, intrinsic
+from aot.codegen.math import F32, VECTOR_FUNCTIONS, bounded_minmax, intrinsic
 from aot.ir.graph import Node, Value
 from aot.ir.ops import ELEMENTWISE
 from aot.ir.types import DType
@@ -185,6 +185,9 @@ class _VectorEpilogue:
 
     def _splat(self, scalar: ir.Value) -> ir.Value:
         vec = ir.VectorType(scalar.type, self.count)
+        if isinstance(scalar, ir.Constant) and isinstance(scalar.type, ir.FloatType):
+            # a constant vector, so that bounded_minmax sees a constant bound
+            return constant(vec, [0.0 if scalar.constant is None else scalar.constant] * self.count)
         one = self.b.insert_element(constant(vec, None), scalar, I32(0))
         return self.b.shuffle_vector(one, constant(vec, None), constant(ir.VectorType(I32, self.count), [0] * self.count))
 
@@ -209,6 +212,10 @@ class _VectorEpilogue:
         b = self.b
         if op in _SIMPLE:
             return getattr(b, _SIMPLE[op])(*args, name=node.out.name)
+        if op in ("max", "min"):
+            bounded = bounded_minmax(b, self.ctx.target, op, *args)
+            if bounded is not None:
+                return bounded
         if op in _VECTOR_INTRINSICS:
             ty = args[0].type
             fn = intrinsic(b.module, f"llvm.{_VECTOR_INTRINSICS[op]}.v{self.count}f32", ty, [ty] * len(args))

@@ -49,6 +49,10 @@ class NvptxTarget:
     def native_f16(self) -> bool:
         return True
 
+    @property
+    def select_bounded_minmax(self) -> bool:
+        return False  # max.NaN.f32 / min.NaN.f32: llvm.maximum/minimum are one instruction
+
     def target_machine(self) -> llvm.TargetMachine:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()

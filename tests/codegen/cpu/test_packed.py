@@ -74,6 +74,22 @@ def test_dot_nan_and_inf_propagate():
     np.testing.assert_allclose(got[0][2], expected[2], **TOL)
 
 
+@pytest.mark.parametrize("make", [dense(3, 4, 20, "bias_relu"),
+                                  conv2d((1, 4, 5, 7), 20, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))],
+                         ids=["dot", "conv"])
+def test_a_relu_epilogue_keeps_nan(make):
+    # ReLU is a max against the constant 0, on x86 a compare and select in the vector
+    # epilogue (math.bounded_minmax): NaN must still come through it
+    feeds = feeds_for(make)
+    feeds["x"].reshape(-1)[5] = np.nan
+    got, _ = compile_and_run(make(), feeds)
+    expected = interpret(make(), feeds)[0]
+    assert np.isnan(expected).any()
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    keep = ~np.isnan(expected)
+    np.testing.assert_allclose(got[0][keep], expected[keep], rtol=1e-4, atol=1e-4)
+
+
 # -- conv --------------------------------------------------------------------------
 @pytest.mark.parametrize("x_shape,o,kernel,groups,strides,padding,dilation", [
     ((1, 1, 28, 28), 20, (5, 5), 1, (1, 1), ((2, 2), (2, 2)), (1, 1)),  # lenet conv1, widened (6 outputs: depthwise.py)
