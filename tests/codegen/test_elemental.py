@@ -103,3 +103,55 @@ def test_reduce_window_dilations(kind, rng):
     g.add_output(b.op("reduce_window", [x], kind=kind, window=(3, 2), strides=(2, 1), padding=((0, 0), (0, 1)),
                       base_dilation=(2, 3), window_dilation=(2, 2)), "b")
     check(g, {"x": x_val}, tol=dict(rtol=1e-5, atol=1e-6))
+
+
+def _rows_of_specials(width: int, dtype) -> np.ndarray:
+    """Rows whose max and min test NaN and the order of signed zeros: all -0.0 or +0.0, both
+    zeros (either order) or one among numbers below / above them, a NaN, infinities."""
+    rng = np.random.default_rng(3)
+    below, above, mixed = -rng.uniform(1, 4, width), rng.uniform(1, 4, width), rng.uniform(-4, 4, width)
+    cases = [(np.full(width, -0.0), []), (np.full(width, 0.0), []),
+             (below, [-0.0, 0.0]), (below, [0.0, -0.0]), (below, [-0.0]), (above, [0.0]),
+             (above, [0.0, -0.0]), (above, [-0.0]), (mixed, [np.nan]), (mixed, [-np.inf]), (mixed, [np.inf]),
+             (mixed, [])]
+    rows = []
+    for base, specials in cases:
+        row = base.copy()
+        for i, v in enumerate(specials[:width]):
+            row[(i * 7 + width // 2) % width] = v
+        rows.append(row)
+    return np.array(rows, dtype)
+
+
+def _ieee_row(kind: str, row: np.ndarray) -> float:
+    """llvm.maximum/minimum over a row: NaN if any element is NaN; +0.0 above -0.0."""
+    if np.isnan(row).any():
+        return np.nan
+    best = row.max() if kind == "max" else row.min()
+    if best != 0:
+        return best
+    zeros = row[row == 0]
+    if kind == "max":
+        return 0.0 if (~np.signbit(zeros)).any() else -0.0
+    return -0.0 if np.signbit(zeros).any() else 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("width", [1, 7, 37, 1500])
+def test_row_max_and_min_keep_nan_and_signed_zeros(dtype, width):
+    # on x86 a float max/min over a row is maxps/minps plus a NaN flag, and a second loop
+    # where the result is a zero (elemental._float_minmax_row): bit for bit llvm.maximum's
+    from aot.pipeline import run_pipeline
+    from codegen_util import Compiled
+
+    x = _rows_of_specials(width, dtype)
+    g, b, (value,) = graph_with_inputs(("x", ir_dtype(dtype), x.shape))
+    g.add_output(b.op("reduce", [value], kind="max", axes=[1]), "max")
+    g.add_output(b.op("reduce", [value], kind="min", axes=[1]), "min")
+    got_max, got_min = Compiled(run_pipeline(g)).run({"x": x})
+    for kind, got in (("max", got_max), ("min", got_min)):
+        want = np.array([_ieee_row(kind, row) for row in x], dtype)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=kind)
+        keep = ~np.isnan(want)
+        np.testing.assert_array_equal(got[keep], want[keep], err_msg=kind)
+        np.testing.assert_array_equal(np.signbit(got[keep]), np.signbit(want[keep]), err_msg=f"{kind}: sign of zero")
