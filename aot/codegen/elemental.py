@@ -937,7 +937,7 @@ def _float_minmax_row(e: ElementalEmitter, node: Node, extent: int, element_at: 
     b.store(init, acc_slot)
     b.store(ir.Constant(ir.IntType(1), 0), nan_slot)
     e.push_scope()
-    with for_range(b, 0, extent, f"{name}.k") as k:
+    with for_range(b, 0, extent, f"{name}.k0") as k:  # named as accumulate_loop's first level
         x = element_at(k)
         b.store(b.call(combine, [b.load(acc_slot), x], fastmath=("nnan", "nsz")), acc_slot)
         b.store(b.or_(b.load(nan_slot), b.fcmp_unordered("uno", x, x)), nan_slot)
