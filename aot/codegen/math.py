@@ -432,8 +432,8 @@ def _erf_f32_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: Floa
     q = fmt.c(_ERF_F32_Q[0])
     for c in _ERF_F32_Q[1:]:
         q = b.fadd(b.fmul(q, x2), fmt.c(c))
-    result = b.fdiv(b.fmul(clamped, p), q)
-    return b.select(_is_nan(b, x), x, result)
+    # a NaN x passes both clamps (ordered compares are false) and the ratio: no select for it
+    return b.fdiv(b.fmul(clamped, p), q)
 
 
 _TRIG_LIMIT = 2.0 ** 20
