@@ -184,9 +184,9 @@ def assign_buffers(graph: Graph, kernels: list[Kernel], *, reorder: bool = True,
         slices[name] = Slice("weights", 0, weight_offsets[name], array.nbytes)
     temporaries = {k.root.name for k in kept if k.root.name not in slices}
     if reorder:
-        kept = schedule(kept, temporaries, after)
-    elif after and stable_order(kept, after) is not kept:
-        kept = renumbered(stable_order(kept, after))
+        kept = schedule(kept, temporaries, after, aliases)
+    elif after and stable_order(kept, after, aliases) is not kept:
+        kept = renumbered(stable_order(kept, after, aliases))
     donated = named(donated, kept)
     buffers = build_buffers(kept, set(slices), aliases, in_place, [c.ok.name for c in checks])
     intervals = [Interval(b.name, b.size, b.start, b.end) for b in buffers]

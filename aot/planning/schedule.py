@@ -7,6 +7,12 @@ ties keep the original order. The order stays topological by construction.
 The greedy order is kept only when its peak live bytes beat the original
 order's, so scheduling never makes memory worse.
 
+A kernel that reads a reshape the buffer pass made an alias (planning/buffers.py: the
+reshape's kernel is dropped and its result names its operand's bytes) depends on the
+kernel writing those bytes: `aliases` (alias -> the value it names) resolves such
+reads to the value written. (Without it, a conv reading an unsqueezed concat was free
+to run before the concat: fuzz seed 35945.)
+
 `after` adds orderings that are not data dependencies: (a, b) runs the kernel
 writing %a before the one writing %b. Buffer donation needs them (planning/
 donation.py): every reader of a donated input runs before the kernel that
@@ -15,32 +21,50 @@ original order with the fewest moves that honour them (a stable topological sort
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from aot.arith import align_up
+from aot.ir.graph import Value
 from aot.plan import Kernel
 from aot.planning.memory_plan import ALIGNMENT
 
 # (a, b): the kernel whose root is %a runs before the one whose root is %b
 Ordering = tuple[str, str]
+# an alias's name -> the value whose bytes it names
+Aliases = Mapping[str, Value]
+NO_ALIASES: Aliases = MappingProxyType({})
 
 
-def _producers(kernels: list[Kernel], after: Sequence[Ordering] = ()) -> list[list[int]]:
+def _resolve(name: str, aliases: Aliases) -> str:
+    seen = 0
+    while name in aliases and seen <= len(aliases):  # an alias of an alias: to the end of the chain
+        name = aliases[name].name
+        seen += 1
+    return name
+
+
+def _reads(kernel: Kernel, aliases: Aliases) -> dict[str, int]:
+    """The values `kernel` reads, aliases resolved, each once: name -> bytes."""
+    return {_resolve(p.name, aliases): p.type.nbytes for p in kernel.params}
+
+
+def _producers(kernels: list[Kernel], after: Sequence[Ordering] = (), aliases: Aliases = NO_ALIASES) -> list[list[int]]:
     """For each kernel, the positions of the kernels it must follow: those whose roots it
-    reads, and those `after` puts before it."""
+    reads (directly or through an alias), and those `after` puts before it."""
     position = {k.root.name: i for i, k in enumerate(kernels)}
-    deps = [{position[p.name] for p in k.params if p.name in position} for k in kernels]
+    deps = [{position[name] for name in _reads(k, aliases) if name in position} for k in kernels]
     for first, then in after:
         deps[position[then]].add(position[first])
     return [sorted(d) for d in deps]
 
 
-def peak_live_bytes(kernels: list[Kernel], temporaries: set[str]) -> int:
+def peak_live_bytes(kernels: list[Kernel], temporaries: set[str], aliases: Aliases = NO_ALIASES) -> int:
     """Max over steps of the aligned bytes of temporaries written but still to be read."""
     last_read: dict[str, int] = {}
     for step, kernel in enumerate(kernels):
-        for p in kernel.params:
-            last_read[p.name] = step
+        for name in _reads(kernel, aliases):
+            last_read[name] = step
     live = peak = 0
     ends: dict[int, int] = {}
     for step, kernel in enumerate(kernels):
@@ -55,26 +79,27 @@ def peak_live_bytes(kernels: list[Kernel], temporaries: set[str]) -> int:
     return peak
 
 
-def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = ()) -> list[Kernel]:
+def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = (),
+                  aliases: Aliases = NO_ALIASES) -> list[Kernel]:
     """Greedy memory-aware topological order of `kernels` (honouring `after`)."""
-    producers = _producers(kernels, after)
+    producers = _producers(kernels, after, aliases)
     consumers: list[list[int]] = [[] for _ in kernels]
     for i, deps in enumerate(producers):
         for d in deps:
             consumers[d].append(i)
     readers_left = {k.root.name: 0 for k in kernels}
     for k in kernels:
-        for p in {p.name for p in k.params}:
-            if p in readers_left:
-                readers_left[p] += 1
+        for name in _reads(k, aliases):
+            if name in readers_left:
+                readers_left[name] += 1
     waiting = [len(deps) for deps in producers]
     ready = [i for i, n in enumerate(waiting) if n == 0]
     order: list[int] = []
 
     def gain(i: int) -> int:
         kernel = kernels[i]
-        freed = sum(align_up(p.type.nbytes, ALIGNMENT) for p in _distinct(kernel.params)
-                    if p.name in temporaries and readers_left.get(p.name) == 1)
+        freed = sum(align_up(size, ALIGNMENT) for name, size in _reads(kernel, aliases).items()
+                    if name in temporaries and readers_left.get(name) == 1)
         allocated = align_up(kernel.root.type.nbytes, ALIGNMENT) if kernel.root.name in temporaries else 0
         return freed - allocated
 
@@ -82,9 +107,9 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[
         best = max(ready, key=lambda i: (gain(i), -i))
         ready.remove(best)
         order.append(best)
-        for p in _distinct(kernels[best].params):
-            if p.name in readers_left:
-                readers_left[p.name] -= 1
+        for name in _reads(kernels[best], aliases):
+            if name in readers_left:
+                readers_left[name] -= 1
         for c in consumers[best]:
             waiting[c] -= 1
             if waiting[c] == 0:
@@ -92,20 +117,10 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[
     return [kernels[i] for i in order]
 
 
-def _distinct(values: list) -> list:
-    seen: set[str] = set()
-    result = []
-    for v in values:
-        if v.name not in seen:
-            seen.add(v.name)
-            result.append(v)
-    return result
-
-
-def stable_order(kernels: list[Kernel], after: Sequence[Ordering]) -> list[Kernel]:
+def stable_order(kernels: list[Kernel], after: Sequence[Ordering], aliases: Aliases = NO_ALIASES) -> list[Kernel]:
     """`kernels` itself when it honours `after`, else the topological order that takes,
     at each step, the earliest kernel in the original order that may run."""
-    producers = _producers(kernels, after)
+    producers = _producers(kernels, after, aliases)
     if all(d < i for i, deps in enumerate(producers) for d in deps):
         return kernels
     waiting = [len(deps) for deps in producers]
@@ -128,12 +143,13 @@ def stable_order(kernels: list[Kernel], after: Sequence[Ordering]) -> list[Kerne
     return [kernels[i] for i in order]
 
 
-def schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = ()) -> list[Kernel]:
+def schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[Ordering] = (),
+             aliases: Aliases = NO_ALIASES) -> list[Kernel]:
     """The better of the original order and the greedy one (by peak live bytes), each honouring
-    `after`; names follow the new order."""
-    base = stable_order(kernels, after)
-    greedy = list_schedule(kernels, temporaries, after)
-    if peak_live_bytes(greedy, temporaries) >= peak_live_bytes(base, temporaries):
+    `after` and reading through `aliases`; names follow the new order."""
+    base = stable_order(kernels, after, aliases)
+    greedy = list_schedule(kernels, temporaries, after, aliases)
+    if peak_live_bytes(greedy, temporaries, aliases) >= peak_live_bytes(base, temporaries, aliases):
         greedy = base
     if greedy is kernels:
         return kernels
