@@ -187,6 +187,10 @@ class Simt:
         """Static shared memory the body allocated, in bytes."""
         return self._shared
 
+    def opaque(self, value: ir.Value) -> ir.Value:
+        """`value`, where the realization needs no barrier against its compiler (HostSimt's does)."""
+        return value
+
     def _count_shared(self, ty: ir.Type, count: int) -> None:
         width = ty.width // 8 if isinstance(ty, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(ty)]
         self._shared += width * count
@@ -336,6 +340,16 @@ class HostSimt(Simt):
 
     def _sync(self) -> None:
         pass  # the next phase's loop starts after every thread finished this one
+
+    def opaque(self, value: ir.Value) -> ir.Value:
+        """`value` through an empty inline asm: no instruction, but LLVM's x86 back end no longer
+        knows its bits. LLVM 20's x86 selection miscompiled the sort body's position
+        extraction, `(entry & 3) * 264` with the entry a umin/umax (cmov) of packed
+        (key << 32 | position) entries whose low bits it knew: the lea took the whole
+        64-bit entry for the `* 8` part (fuzz seed 50226, TopK over a 3-long first axis: a
+        read far out of bounds on the host; the PTX is not affected)."""
+        barrier = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), "", "=r,0")
+        return self.builder.call(barrier, [value])
 
     def thread_var(self, ty: ir.Type, name: str) -> ThreadVar:
         return ThreadVar(self.setup.alloca(ir.ArrayType(ty, self.block_dim), name=name), per_thread=True)

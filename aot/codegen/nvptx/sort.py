@@ -104,6 +104,7 @@ class _SharedRow:
     array and a position array, compared key first."""
 
     def __init__(self, simt: Simt, wide: bool, n: int, name: str):
+        self.simt = simt
         self.wide = wide
         if wide:
             self.keys = simt.shared(I64, n, f"{name}.keys")
@@ -121,7 +122,8 @@ class _SharedRow:
     def position(self, b: ir.IRBuilder, slot: ir.Value) -> ir.Value:
         if self.wide:
             return b.zext(b.load(b.gep(self.positions, [slot], inbounds=True)), I64)
-        return b.and_(b.load(b.gep(self.entries, [slot], inbounds=True)), const_i64(0xFFFFFFFF))
+        entry = self.simt.opaque(b.load(b.gep(self.entries, [slot], inbounds=True)))
+        return b.and_(entry, const_i64(0xFFFFFFFF))
 
     def compare_exchange(self, b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> None:
         """Order slots low < high: the smaller entry ends at low."""
