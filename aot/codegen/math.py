@@ -297,8 +297,16 @@ def _is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 def _round_magic(b: ir.IRBuilder, v: ir.Value, fmt: FloatFormat) -> ir.Value:
     """Round to nearest even for |v| < 2^(mant-1), with no libm call: (v + 1.5*2^mant) - 1.5*2^mant."""
+    return _round_magic_to_int(b, v, fmt)[0]
+
+
+def _round_magic_to_int(b: ir.IRBuilder, v: ir.Value, fmt: FloatFormat) -> tuple[ir.Value, ir.Value]:
+    """(_round_magic(v), the same as an integer): v + magic holds the rounded value in its low
+    mantissa bits, so the integer is a subtraction of bit patterns, not a conversion (a NaN
+    v gives some integer, where fptosi would give poison)."""
     magic = fmt.c(1.5 * 2.0 ** fmt.mant)
-    return b.fsub(b.fadd(v, magic), magic)
+    shifted = b.fadd(v, magic)
+    return b.fsub(shifted, magic), b.sub(b.bitcast(shifted, fmt.ity), b.bitcast(magic, fmt.ity))
 
 
 def _pow2(b: ir.IRBuilder, n: ir.Value, fmt: FloatFormat) -> ir.Value:
@@ -322,20 +330,16 @@ def _exp_body(lib: MathLib, b: ir.IRBuilder, args: list[ir.Value], fmt: FloatFor
     underflow = b.fcmp_ordered("<", x, fmt.c(lo))
     xc = b.select(b.fcmp_ordered(">", x, fmt.c(hi)), fmt.c(hi), x)
     xc = b.select(underflow, fmt.c(0.0), xc)
-    # k = round(x / ln2) by the magic-number rounding (_round_magic); k + magic holds k as an
-    # integer in its low mantissa bits, so n = k is an integer subtraction, not a conversion.
-    # A NaN x gives some n, and the NaN p carries through the products: no select for NaN
-    # (fptosi of a NaN is poison: it took a select before it and one after, 5 of the ~28
-    # instructions of a vector exp, where softmaxes and SiLUs spend most of their time).
-    magic = fmt.c(1.5 * 2.0 ** fmt.mant)
-    shifted = b.fadd(b.fmul(xc, fmt.c(1.0 / math.log(2.0))), magic)
-    k = b.fsub(shifted, magic)
+    # k = round(x / ln2), and n = k as an integer from its bits: a NaN x gives some n, and the
+    # NaN p carries through the products, so no select for NaN (fptosi of a NaN is poison: it
+    # took a select before it and one after, 5 of the ~28 instructions of a vector exp, where
+    # softmaxes and SiLUs spend most of their time)
+    k, n = _round_magic_to_int(b, b.fmul(xc, fmt.c(1.0 / math.log(2.0))), fmt)
     # (FMA-contractible: k * ln2_hi is exact either way, the ln2_lo term only gains)
     contract = ("contract",)
     r = b.fsub(b.fsub(xc, b.fmul(k, fmt.c(ln2_hi), flags=contract), flags=contract),
                b.fmul(k, fmt.c(ln2_lo), flags=contract), flags=contract)
     p = _horner(b, r, _exp_coeffs(degree), fmt)
-    n = b.sub(b.bitcast(shifted, fmt.ity), b.bitcast(magic, fmt.ity))
     n1 = b.ashr(n, fmt.ci(1))
     n2 = b.sub(n, n1)
     # two steps so 2^n1 and 2^n2 are normal even when the result is subnormal or inf

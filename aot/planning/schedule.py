@@ -87,9 +87,10 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[
     for i, deps in enumerate(producers):
         for d in deps:
             consumers[d].append(i)
+    reads = [_reads(k, aliases) for k in kernels]
     readers_left = {k.root.name: 0 for k in kernels}
-    for k in kernels:
-        for name in _reads(k, aliases):
+    for kernel_reads in reads:
+        for name in kernel_reads:
             if name in readers_left:
                 readers_left[name] += 1
     waiting = [len(deps) for deps in producers]
@@ -98,7 +99,7 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[
 
     def gain(i: int) -> int:
         kernel = kernels[i]
-        freed = sum(align_up(size, ALIGNMENT) for name, size in _reads(kernel, aliases).items()
+        freed = sum(align_up(size, ALIGNMENT) for name, size in reads[i].items()
                     if name in temporaries and readers_left.get(name) == 1)
         allocated = align_up(kernel.root.type.nbytes, ALIGNMENT) if kernel.root.name in temporaries else 0
         return freed - allocated
@@ -107,7 +108,7 @@ def list_schedule(kernels: list[Kernel], temporaries: set[str], after: Sequence[
         best = max(ready, key=lambda i: (gain(i), -i))
         ready.remove(best)
         order.append(best)
-        for name in _reads(kernels[best], aliases):
+        for name in reads[best]:
             if name in readers_left:
                 readers_left[name] -= 1
         for c in consumers[best]:
