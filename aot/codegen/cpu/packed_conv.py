@@ -19,10 +19,10 @@ A run whose columns all stay inside the input takes a variant without
 bounds checks; a border run (one reading padding columns) has its columns
 known at compile time, a zero vector for padding, where a row has at most
 MAX_STATIC_BORDER_RUNS of them, else clamps the column and selects 0.
-Where a block's weights outgrow L1 and its output plane is small (7x7 and
-14x14 maps), an item is instead the whole plane of its blocks: the runs keep
-their accumulators in a stack scratch and sweep the input channels chunk by
-chunk, so each chunk's weights are read from L2 once (_plane_chunk). A weight
+Where a block's weights outgrow L1, an item is instead a band of output rows of
+its blocks (the whole plane of the 7x7 and 14x14 maps): the runs keep their
+accumulators in a stack scratch and sweep the input channels chunk by chunk, so
+each chunk's weights are read from L2 once per band (_channel_chunking). A weight
 that comes from DRAM is prefetched into L2 while the blocks before it compute.
 
 The store: on AVX-512 the item's accumulators are transposed in registers so
@@ -74,11 +74,13 @@ PREFETCH_MIN_WEIGHT_BYTES = 1 << 20
 PREFETCH_MIN_MODEL_WEIGHT_BYTES = 16 << 20
 PREFETCH_LOCALITY = 2  # prefetcht1: into L2
 CACHE_LINE_FLOATS = 16
-# whole-plane items (_plane_chunk): L1 data cache, the most accumulator scratch of a plane,
-# the weights of one chunk of input channels
+# band items (_channel_chunking): L1 data cache (32 KiB: every x86-64-v3/v4 server core has
+# at least that), the most accumulator scratch of a band, the weights of one chunk of input
+# channels. resnet18 on Zen 3 (32 KiB L1), kernels A/B against 20 KiB chunks: 56- and 28-wide
+# convs 1-2% faster with 10 KiB, 2-3% slower with 5 KiB; 6 KiB bands no faster than 16 KiB
 L1_BYTES = 32 << 10
 PLANE_SCRATCH_BYTES = 16 << 10
-WEIGHT_CHUNK_BYTES = 20 << 10
+WEIGHT_CHUNK_BYTES = 10 << 10
 # a conv whose rows have more runs reading padding columns than this keeps the run-time
 # checked variant for them (_static_border_runs emits code per such run)
 MAX_STATIC_BORDER_RUNS = 3
@@ -190,11 +192,16 @@ class ConvMatch:
     epilogue: Epilogue
     per_item: int  # channel blocks per work item
     max_pixels: int  # output columns per work item, at most
-    chunk: int = 0  # input channels per weight chunk of a whole-plane item (0: an item is one run)
+    chunk: int = 0  # input channels per weight chunk of a band item (0: an item is one run)
+    band: int = 0  # output rows per band item (all of them: a whole-plane item)
+
+    def bands(self) -> int:
+        """Band items per set of channel blocks."""
+        return ceil_div(ConvGeometry.of(self).oh, self.band)
 
     def items(self) -> int:
         g = ConvGeometry.of(self)
-        return g.batch * (g.blocks // g.per_item) if self.chunk else g.items
+        return g.batch * (g.blocks // g.per_item) * self.bands() if self.chunk else g.items
 
 
 def _planar(x: Value) -> tuple[int, int]:
@@ -250,27 +257,33 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
         and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels,
-                     _plane_chunk(ConvGeometry.of_conv(main, per_item, max_pixels)))
+    chunk, band = _channel_chunking(ConvGeometry.of_conv(main, per_item, max_pixels))
+    return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels, chunk, band)
 
 
-def _plane_chunk(g: ConvGeometry) -> int:
-    """Input channels per weight chunk where an item is a whole output plane of its blocks,
-    else 0. A plane item keeps its accumulators in a stack scratch and runs every run of the
-    plane over one chunk of input channels before the next, so the chunk's weights stay in
-    L1 across the runs; an item of one run reads all of its blocks' weights from L2 (they
-    are larger than L1), once per run. Taken where the weights are larger than L1 and the
-    scratch is small: narrow late-stage maps. resnet18, kernels in sequence: with --cpu
-    znver3 (one block of 4 + 3 or 5 + 5 + 4 pixels a row) the 7x7 convs 2.51-2.71 ->
-    2.27-2.47 ms, the 14x14 ones 2.29-2.48 -> 2.09-2.28; native (pairs of blocks, 7 pixels)
-    the 7x7 ones 1.96-2.09 -> 1.94-2.04, its 14x14 scratch (25 KB) is over the limit, and
-    a 32 KB limit gained nothing there."""
+def _channel_chunking(g: ConvGeometry) -> tuple[int, int]:
+    """(input channels per weight chunk, output rows per item) where an item is a band of
+    output rows of its blocks, else (0, 0). A band item keeps its accumulators in a stack
+    scratch and runs every run of the band over one chunk of input channels before the next,
+    so the chunk's weights stay in L1 across the runs; an item of one run reads all of its
+    blocks' weights from L2 (they are larger than L1), once per run. Taken where the weights
+    are larger than L1; a band is as many rows as the scratch holds (the whole plane of the
+    narrow late-stage maps), split evenly. resnet18, kernels in sequence: with --cpu znver3
+    (one block of 4 + 3 or 5 + 5 + 4 pixels a row) the 7x7 convs 2.51-2.71 -> 2.27-2.47 ms,
+    the 14x14 ones 2.29-2.48 -> 2.09-2.28; native (pairs of blocks, 7 pixels) the 7x7 ones
+    1.96-2.09 -> 1.94-2.04. Bands of the wide maps (before, an item of one run there read
+    its 37 KB of weights from L2 per run), on Zen 3, AVX2, kernels A/B: resnet18's 56-wide
+    3x3 convs 5-9% faster, the 28-wide ones 4-10%, the model's kernels 5%."""
     tap_bytes = g.per_item * g.kh * g.kw * g.lanes * 4  # weight bytes per input channel
-    scratch_bytes = g.per_item * g.oh * g.runs * g.pixels * g.lanes * 4
-    if tap_bytes * g.group_channels <= L1_BYTES or scratch_bytes > PLANE_SCRATCH_BYTES:
-        return 0
+    row_bytes = g.per_item * g.runs * g.pixels * g.lanes * 4  # scratch of one output row
+    rows = min(g.oh, PLANE_SCRATCH_BYTES // row_bytes)
+    if tap_bytes * g.group_channels <= L1_BYTES or rows == 0:
+        return 0, 0
     chunk = max(1, WEIGHT_CHUNK_BYTES // tap_bytes)
-    return chunk if chunk < g.group_channels else 0
+    if chunk >= g.group_channels:
+        return 0, 0
+    chunk = ceil_div(g.group_channels, ceil_div(g.group_channels, chunk))  # even chunks
+    return chunk, ceil_div(g.oh, ceil_div(g.oh, rows))  # even bands
 
 
 def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
@@ -297,70 +310,73 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
 
 
 def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
-    """Items of whole output planes (_plane_chunk): for each chunk of input channels, every
-    run of the plane accumulates the chunk into its scratch accumulators; then the partners
-    and the store, run by run."""
+    """Items of bands of output rows (_channel_chunking): for each chunk of input channels,
+    every run of the band accumulates the chunk into its scratch accumulators; then the
+    partners and the store, run by run."""
     epilogue = match.epilogue
     conv = epilogue.contraction
     b, e = ctx.builder, ctx.elemental
     name = conv.out.name
     vec = vector_of(g.lanes)
     per_run = g.per_item * g.pixels  # scratch vectors per run
-    scratch = e.alloca(ir.ArrayType(vec, g.oh * g.runs * per_run), f"{name}.plane")
+    scratch = e.alloca(ir.ArrayType(vec, match.band * g.runs * per_run), f"{name}.plane")
     chunks = ceil_div(g.group_channels, match.chunk)
 
-    def run_slots(step: ir.Value, pixels: int) -> list[list[ir.Value]]:
-        first = b.mul(step, const_i64(per_run), flags=["nuw", "nsw"])
+    def run_slots(slot: ir.Value, pixels: int) -> list[list[ir.Value]]:
+        first = b.mul(slot, const_i64(per_run), flags=["nuw", "nsw"])
         return [[b.gep(scratch, [ZERO, b.add(first, const_i64(k * g.pixels + p), flags=["nuw", "nsw"])], inbounds=True)
                  for p in range(pixels)] for k in range(g.per_item)]
 
-    def each_run(body) -> None:
-        with for_range(b, 0, g.oh, f"{name}.oh") as oh:
+    def each_run(oh0: ir.Value, oh_end: ir.Value, body) -> None:
+        """body(oh, ow0, step, scratch slot, pixels) for each run of the band's rows [oh0, oh_end)."""
+        with for_range(b, oh0, oh_end, f"{name}.oh") as oh:
             with for_range(b, 0, g.runs, f"{name}.run") as run:
                 ow0 = g.run_start_ir(b, run, f"{name}.ow0")
                 step = b.add(b.mul(oh, const_i64(g.runs), flags=["nuw", "nsw"]), run, flags=["nuw", "nsw"])
-                g.by_width(b, run, lambda pixels, _: body(oh, ow0, step, pixels))
+                slot = b.sub(step, b.mul(oh0, const_i64(g.runs), flags=["nuw", "nsw"]), flags=["nuw", "nsw"])
+                g.by_width(b, run, lambda pixels, runs: body(oh, ow0, step, slot, pixels, runs))
 
     with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
-        n, pair = delinearize(b, item, (g.batch, g.blocks // g.per_item), f"{name}.item")
+        n, pair, band = delinearize(b, item, (g.batch, g.blocks // g.per_item, match.bands()), f"{name}.item")
         ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
-        with for_range(b, 0, g.oh * g.runs * per_run, f"{name}.zero") as v:
+        oh0 = b.mul(band, const_i64(match.band), name=f"{name}.oh0", flags=["nuw", "nsw"])
+        oh_end = b.add(oh0, const_i64(match.band), flags=["nuw", "nsw"])
+        oh_end = b.select(b.icmp_signed("<", oh_end, const_i64(g.oh)), oh_end, const_i64(g.oh), name=f"{name}.oh_end")
+        with for_range(b, 0, match.band * g.runs * per_run, f"{name}.zero") as v:
             b.store(constant(vec, [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
         with for_range(b, 0, chunks, f"{name}.chunk") as chunk:
             c_lo = b.mul(chunk, const_i64(match.chunk), flags=["nuw", "nsw"])
             c_hi = b.add(c_lo, const_i64(match.chunk), flags=["nuw", "nsw"])
             c_hi = b.select(b.icmp_signed("<", c_hi, const_i64(g.group_channels)), c_hi, const_i64(g.group_channels))
 
-            def accumulate_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, pixels: int) -> None:
+            def accumulate_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int,
+                               runs: range) -> None:
                 at = _Item(n, ob, oh, ow0, step)
-                stored = run_slots(step, pixels)
+                stored = run_slots(slot, pixels)
                 # registers for the chunk's accumulation (allocas LLVM promotes), the scratch around it
                 slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
                 for block_slots, block_stored in zip(slots, stored):
                     for slot, where in zip(block_slots, block_stored):
                         b.store(b.load(where), slot)
                 inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
-                if inside is None:
-                    _accumulate(ctx, conv, g, at, slots, checked=False, channels=(c_lo, c_hi))
-                else:
-                    branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, False, (c_lo, c_hi)),
-                           lambda: _accumulate(ctx, conv, g, at, slots, True, (c_lo, c_hi)))
+                _accumulate_columns(ctx, conv, g, at, slots, inside, [r for r in runs if not _run_inside_at(g, r, pixels)],
+                                    (c_lo, c_hi))
                 for block_slots, block_stored in zip(slots, stored):
                     for slot, where in zip(block_slots, block_stored):
                         b.store(b.load(slot), where)
 
-            each_run(accumulate_run)
+            each_run(oh0, oh_end, accumulate_run)
 
-        def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, pixels: int) -> None:
+        def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int, _: range) -> None:
             at = _Item(n, ob, oh, ow0, step)
-            stored = run_slots(step, pixels)
+            stored = run_slots(slot, pixels)
             slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
             for block_slots, block_stored in zip(slots, stored):
                 for slot, where in zip(block_slots, block_stored):
                     b.store(b.load(where), slot)
             _partners_and_store(ctx, epilogue, g, at, slots)
 
-        each_run(finish_run)
+        each_run(oh0, oh_end, finish_run)
 
 
 @dataclass(frozen=True)
@@ -404,19 +420,30 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     for block_slots in slots:
         for slot in block_slots:
             b.store(constant(vec, [0.0] * g.lanes), slot)
-    if inside is None:
-        _accumulate(ctx, conv, g, at, slots, checked=False)
-    elif border_runs and len(border_runs) <= MAX_STATIC_BORDER_RUNS:
-        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False),
-               lambda: _static_border_runs(ctx, conv, g, at, slots, border_runs))
-    else:
-        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False),
-               lambda: _accumulate(ctx, conv, g, at, slots, checked=True))
+    _accumulate_columns(ctx, conv, g, at, slots, inside, border_runs)
     _partners_and_store(ctx, epilogue, g, at, slots)
 
 
+def _accumulate_columns(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
+                        inside: ir.Value | None, border_runs: list[int],
+                        channels: tuple[ir.Value, ir.Value] | None = None) -> None:
+    """_accumulate for an item whose columns may read padding (`inside` None: never): an
+    unchecked variant for runs inside the input and, for the others (`border_runs`, the
+    run indices of the item's width that read padding), static runs where few, else the
+    run-time checked variant."""
+    b = ctx.builder
+    if inside is None:
+        _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels)
+    elif border_runs and len(border_runs) <= MAX_STATIC_BORDER_RUNS:
+        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels),
+               lambda: _static_border_runs(ctx, conv, g, at, slots, border_runs, channels))
+    else:
+        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels),
+               lambda: _accumulate(ctx, conv, g, at, slots, checked=True, channels=channels))
+
+
 def _static_border_runs(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
-                        runs: list[int]) -> None:
+                        runs: list[int], channels: tuple[ir.Value, ir.Value] | None = None) -> None:
     """The runs that read padding columns (`runs`: every one of them), each accumulated with
     its columns known at compile time: a tap column's pixels that read padding take a zero
     vector, the others a plain load. The run-time checked variant (a clamped column and a
@@ -428,11 +455,12 @@ def _static_border_runs(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _It
     b = ctx.builder
     first, rest = runs[0], runs[1:]
     if not rest:
-        _accumulate(ctx, conv, g, at, slots, checked=True, static_ow0=g.run_start(first))
+        _accumulate(ctx, conv, g, at, slots, checked=True, channels=channels, static_ow0=g.run_start(first))
         return
     here = b.icmp_unsigned("==", at.ow0, const_i64(g.run_start(first)))
-    branch(b, here, lambda: _accumulate(ctx, conv, g, at, slots, checked=True, static_ow0=g.run_start(first)),
-           lambda: _static_border_runs(ctx, conv, g, at, slots, rest))
+    branch(b, here, lambda: _accumulate(ctx, conv, g, at, slots, checked=True, channels=channels,
+                                        static_ow0=g.run_start(first)),
+           lambda: _static_border_runs(ctx, conv, g, at, slots, rest, channels))
 
 
 def _partners_and_store(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item,

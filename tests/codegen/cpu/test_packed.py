@@ -161,7 +161,7 @@ def test_conv_pairs_channel_blocks_only_with_avx512(cpu, per_item, runs, planes)
     # 2 blocks x 7 rows x runs of the 7 output columns: AVX2's 12 accumulator ymm hold 6 pixels
     # of 16 lanes (two runs), AVX-512's 24 zmm a pair of blocks x 8 pixels (one run). The
     # second conv's pair of blocks has 37 KB of weights (32 channels x 9 taps x 2 x 64 B),
-    # more than L1: an item is its whole 7x7 plane (packed_conv._plane_chunk); one block's
+    # more than L1: an item is its whole 7x7 plane (packed_conv._channel_chunking); one block's
     # 18 KB on AVX2 is not
     second = 2 // per_item if planes else 14 * runs // per_item
     assert [CONV_EMITTER.work_items(k, target) for k in plan.kernels] == [14 * runs // per_item, second]
@@ -271,7 +271,7 @@ def test_plain_dot_stores_whole_vectors_and_the_real_lanes_of_the_last_block(m, 
     (13, 64, 4200, 1 << 19),  # a weight over L2 in a model whose weights overflow L3: from DRAM
     (13, 64, 4200, 16 << 20),  # the same weight in a model that stays in L3 between calls
     (40, 64, 1000, 16 << 20),  # from L3, with enough rows to hide the prefetches on AVX2
-    (13, 64, 500, 0),  # a weight that stays in L2
+    (13, 64, 400, 0),  # a weight that stays in L2 (500 columns pack to 512: 128 KiB, prefetched on AVX2)
 ])
 def test_a_weight_read_from_memory_on_every_call_is_prefetched_a_unit_ahead(rows, k, n, model_limit, monkeypatch):
     # the last unit prefetches past the weight's end: harmless, and the results stay right

@@ -113,7 +113,7 @@ def test_prefetching_convs_match_the_reference(monkeypatch, target, x_shape, o, 
     _check_on(conv2d(x_shape, o, (3, 3), "bias_relu", strides=strides, padding=padding), target)
 
 
-# -- whole-plane items (packed_conv._plane_chunk) ------------------------------------
+# -- band and whole-plane items (packed_conv._channel_chunking) ------------------------
 @pytest.mark.parametrize("target", cpus_to_check(), ids=str)
 @pytest.mark.parametrize("x_shape,o,kernel,strides,padding,epilogue", [
     # 3 blocks (no pairs) of 64 channels x 9 taps x 64 B = 36 KB of weights each: over L1
@@ -129,6 +129,37 @@ def test_whole_plane_items_match_the_reference(target, x_shape, o, kernel, strid
     # one item per image and block (or pair of blocks), not per run of output columns
     assert CONV_EMITTER.work_items(_plan(make, target).kernels[0], target) <= x_shape[0] * -(-o // 16)
     _check_on(make, target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("x_shape,o,strides,epilogue", [
+    # 64 channels x 9 taps x 64 B per block: over L1; a 56-wide row's scratch leaves room for a
+    # few rows, and 23 rows split into bands with a shorter last one
+    ((1, 64, 23, 56), 32, (1, 1), "bias_relu"),
+    ((2, 72, 40, 112), 40, (2, 2), "residual_tanh"),  # strided, batch 2, a partial channel block
+])
+def test_band_items_match_the_reference(target, x_shape, o, strides, epilogue):
+    make = conv2d(x_shape, o, (3, 3), epilogue, strides=strides, padding=((1, 1), (1, 1)))
+    kernel = _plan(make, target).kernels[0]
+    match = packed_conv._conv_match(kernel, target)
+    oh = -(-x_shape[2] // strides[0])
+    assert match is not None and match.chunk and 1 < match.bands() < oh
+    assert (match.bands() - 1) * match.band < oh <= match.bands() * match.band  # no empty band
+    assert CONV_EMITTER.work_items(kernel, target) == x_shape[0] * -(-o // 16) // match.per_item * match.bands()
+    _check_on(make, target)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "x86-64-v4"])
+def test_band_items_take_the_static_border_runs(cpu):
+    # a band item's runs reading padding columns have them at compile time too, as a run item's:
+    # no input element through a select (the checked variant's cost: resnet18's 7x7 convs
+    # 12% and its 56- and 28-wide ones 4-9% slower on AVX2 than with static border runs)
+    target = CpuTarget.from_name(cpu)
+    make = conv2d((1, 64, 12, 56), 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
+    plan = _plan(make, target)
+    assert packed_conv._conv_match(plan.kernels[0], target).chunk
+    text = _body_text(plan, target)
+    assert [line for line in text.splitlines() if re.search(r" select\s+i1 .*float", line)] == []
 
 
 @pytest.mark.parametrize("target", cpus_to_check(), ids=str)
