@@ -257,11 +257,12 @@ def _conv_match(kernel: Kernel, target: CpuTarget) -> ConvMatch | None:
         and _groups_split_into(n, per_item)
         and accumulation_join(main, n, lambda v: users.get(id(v), []), lambda v: v is kernel.root) is not None
     )
-    chunk, band = _channel_chunking(ConvGeometry.of_conv(main, per_item, max_pixels))
+    chunk, band = _channel_chunking(ConvGeometry.of_conv(main, per_item, max_pixels),
+                                    bands=registers_per_vector(target, main.attrs["lanes"]) > 1)
     return ConvMatch(Epilogue(main, partners) if partners else epilogue, per_item, max_pixels, chunk, band)
 
 
-def _channel_chunking(g: ConvGeometry) -> tuple[int, int]:
+def _channel_chunking(g: ConvGeometry, bands: bool) -> tuple[int, int]:
     """(input channels per weight chunk, output rows per item) where an item is a band of
     output rows of its blocks, else (0, 0). A band item keeps its accumulators in a stack
     scratch and runs every run of the band over one chunk of input channels before the next,
@@ -273,10 +274,15 @@ def _channel_chunking(g: ConvGeometry) -> tuple[int, int]:
     the 14x14 ones 2.29-2.48 -> 2.09-2.28; native (pairs of blocks, 7 pixels) the 7x7 ones
     1.96-2.09 -> 1.94-2.04. Bands of the wide maps (before, an item of one run there read
     its 37 KB of weights from L2 per run), on Zen 3, AVX2, kernels A/B: resnet18's 56-wide
-    3x3 convs 5-9% faster, the 28-wide ones 4-10%, the model's kernels 5%."""
+    3x3 convs 5-9% faster, the 28-wide ones 4-10%, the model's kernels 5%. `bands`: items
+    of fewer rows than the plane are taken (else only whole planes), on targets whose block
+    takes several registers (AVX2, NEON). Not yet measured on AVX-512 (paired blocks of
+    unrolled taps), so there wide maps keep items of one run."""
     tap_bytes = g.per_item * g.kh * g.kw * g.lanes * 4  # weight bytes per input channel
     row_bytes = g.per_item * g.runs * g.pixels * g.lanes * 4  # scratch of one output row
     rows = min(g.oh, PLANE_SCRATCH_BYTES // row_bytes)
+    if not bands and rows < g.oh:
+        rows = 0
     if tap_bytes * g.group_channels <= L1_BYTES or rows == 0:
         return 0, 0
     chunk = max(1, WEIGHT_CHUNK_BYTES // tap_bytes)
@@ -304,7 +310,7 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
 
         def width(pixels: int, runs: range) -> None:
             inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
-            _conv_run(ctx, epilogue, g, at, pixels, inside, [r for r in runs if not _run_inside_at(g, r, pixels)])
+            _conv_run(ctx, epilogue, g, at, pixels, inside, list(runs))
 
         g.by_width(b, run, width)
 
@@ -359,8 +365,7 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
                     for slot, where in zip(block_slots, block_stored):
                         b.store(b.load(where), slot)
                 inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
-                _accumulate_columns(ctx, conv, g, at, slots, inside, [r for r in runs if not _run_inside_at(g, r, pixels)],
-                                    (c_lo, c_hi))
+                _accumulate_columns(ctx, conv, g, at, slots, inside, list(runs), (c_lo, c_hi))
                 for block_slots, block_stored in zip(slots, stored):
                     for slot, where in zip(block_slots, block_stored):
                         b.store(b.load(slot), where)
@@ -404,7 +409,7 @@ def _run_inside_at(g: ConvGeometry, run: int, pixels: int) -> bool:
 
 
 def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item, pixels: int,
-              inside: ir.Value | None, border_runs: list[int]) -> None:
+              inside: ir.Value | None, runs: list[int]) -> None:
     """Accumulate and store `pixels` output columns (compile-time count) of one item; where
     `inside` (the run reads no padding column) is known only at run time, the main conv
     accumulates in a variant without column checks and one with.
@@ -420,21 +425,26 @@ def _conv_run(ctx: KernelContext, epilogue: Epilogue, g: ConvGeometry, at: _Item
     for block_slots in slots:
         for slot in block_slots:
             b.store(constant(vec, [0.0] * g.lanes), slot)
-    _accumulate_columns(ctx, conv, g, at, slots, inside, border_runs)
+    _accumulate_columns(ctx, conv, g, at, slots, inside, runs)
     _partners_and_store(ctx, epilogue, g, at, slots)
 
 
 def _accumulate_columns(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
-                        inside: ir.Value | None, border_runs: list[int],
+                        inside: ir.Value | None, runs: list[int],
                         channels: tuple[ir.Value, ir.Value] | None = None) -> None:
-    """_accumulate for an item whose columns may read padding (`inside` None: never): an
-    unchecked variant for runs inside the input and, for the others (`border_runs`, the
-    run indices of the item's width that read padding), static runs where few, else the
-    run-time checked variant."""
+    """_accumulate for an item of one of `runs` (the run indices of its width), whose columns
+    may read padding (`inside` None: never): an unchecked variant for the runs inside the
+    input and, for the others, static runs where few, else the run-time checked variant.
+    Only the variants some run takes are emitted (a 7-wide map's runs all read padding):
+    LLVM's time goes with the loop nests it is given."""
     b = ctx.builder
-    if inside is None:
+    pixels = len(slots[0])
+    border_runs = [r for r in runs if not _run_inside_at(g, r, pixels)]
+    if inside is None or not border_runs:
         _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels)
-    elif border_runs and len(border_runs) <= MAX_STATIC_BORDER_RUNS:
+    elif len(border_runs) == len(runs) and len(border_runs) <= MAX_STATIC_BORDER_RUNS:
+        _static_border_runs(ctx, conv, g, at, slots, border_runs, channels)
+    elif len(border_runs) <= MAX_STATIC_BORDER_RUNS:
         branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels),
                lambda: _static_border_runs(ctx, conv, g, at, slots, border_runs, channels))
     else:

@@ -13,6 +13,7 @@ from aot.codegen.cpu import CpuTarget
 from aot.codegen.cpu import packed_conv
 from aot.codegen.cpu.build import kernel_body
 from aot.codegen.cpu.packed_conv import CONV_EMITTER
+from aot.codegen.cpu.vector import registers_per_vector
 from aot.interpreter import interpret
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from aot.plan import ExecutionPlan
@@ -143,19 +144,26 @@ def test_band_items_match_the_reference(target, x_shape, o, strides, epilogue):
     kernel = _plan(make, target).kernels[0]
     match = packed_conv._conv_match(kernel, target)
     oh = -(-x_shape[2] // strides[0])
+    if registers_per_vector(target, 16) == 1:  # AVX-512: items of one run (bands not yet measured there)
+        assert match is not None and not match.chunk
+        _check_on(make, target)
+        return
     assert match is not None and match.chunk and 1 < match.bands() < oh
     assert (match.bands() - 1) * match.band < oh <= match.bands() * match.band  # no empty band
     assert CONV_EMITTER.work_items(kernel, target) == x_shape[0] * -(-o // 16) // match.per_item * match.bands()
     _check_on(make, target)
 
 
-@pytest.mark.parametrize("cpu", ["haswell", "x86-64-v4"])
-def test_band_items_take_the_static_border_runs(cpu):
+@pytest.mark.parametrize("cpu,x_shape", [
+    ("haswell", (1, 64, 12, 56)),  # bands of a 56-wide map
+    ("x86-64-v4", (1, 64, 7, 7)),  # whole planes (AVX-512 takes no bands of wider maps)
+])
+def test_band_items_take_the_static_border_runs(cpu, x_shape):
     # a band item's runs reading padding columns have them at compile time too, as a run item's:
     # no input element through a select (the checked variant's cost: resnet18's 7x7 convs
     # 12% and its 56- and 28-wide ones 4-9% slower on AVX2 than with static border runs)
     target = CpuTarget.from_name(cpu)
-    make = conv2d((1, 64, 12, 56), 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
+    make = conv2d(x_shape, 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
     plan = _plan(make, target)
     assert packed_conv._conv_match(plan.kernels[0], target).chunk
     text = _body_text(plan, target)
