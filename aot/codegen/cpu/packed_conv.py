@@ -201,7 +201,7 @@ class ConvMatch:
 
     def items(self) -> int:
         g = ConvGeometry.of(self)
-        return g.batch * (g.blocks // g.per_item) * self.bands() if self.chunk else g.items
+        return g.batch * (g.blocks // g.per_item) * ceil_div(g.oh, self.band) if self.chunk else g.items
 
 
 def _planar(x: Value) -> tuple[int, int]:
@@ -281,9 +281,7 @@ def _channel_chunking(g: ConvGeometry, bands: bool) -> tuple[int, int]:
     tap_bytes = g.per_item * g.kh * g.kw * g.lanes * 4  # weight bytes per input channel
     row_bytes = g.per_item * g.runs * g.pixels * g.lanes * 4  # scratch of one output row
     rows = min(g.oh, PLANE_SCRATCH_BYTES // row_bytes)
-    if not bands and rows < g.oh:
-        rows = 0
-    if tap_bytes * g.group_channels <= L1_BYTES or rows == 0:
+    if tap_bytes * g.group_channels <= L1_BYTES or rows == 0 or (rows < g.oh and not bands):
         return 0, 0
     chunk = max(1, WEIGHT_CHUNK_BYTES // tap_bytes)
     if chunk >= g.group_channels:
@@ -333,6 +331,14 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
         return [[b.gep(scratch, [ZERO, b.add(first, const_i64(k * g.pixels + p), flags=["nuw", "nsw"])], inbounds=True)
                  for p in range(pixels)] for k in range(g.per_item)]
 
+    def loaded(stored: list[list[ir.Value]]) -> list[list[ir.Value]]:
+        """Register slots (allocas LLVM promotes) holding the run's scratch accumulators."""
+        slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(len(row))] for k, row in enumerate(stored)]
+        for block_slots, block_stored in zip(slots, stored):
+            for slot, where in zip(block_slots, block_stored):
+                b.store(b.load(where), slot)
+        return slots
+
     def each_run(oh0: ir.Value, oh_end: ir.Value, body) -> None:
         """body(oh, ow0, step, scratch slot, pixels) for each run of the band's rows [oh0, oh_end)."""
         with for_range(b, oh0, oh_end, f"{name}.oh") as oh:
@@ -359,11 +365,7 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
                                runs: range) -> None:
                 at = _Item(n, ob, oh, ow0, step)
                 stored = run_slots(slot, pixels)
-                # registers for the chunk's accumulation (allocas LLVM promotes), the scratch around it
-                slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
-                for block_slots, block_stored in zip(slots, stored):
-                    for slot, where in zip(block_slots, block_stored):
-                        b.store(b.load(where), slot)
+                slots = loaded(stored)  # registers for the chunk's accumulation, the scratch around it
                 inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
                 _accumulate_columns(ctx, conv, g, at, slots, inside, list(runs), (c_lo, c_hi))
                 for block_slots, block_stored in zip(slots, stored):
@@ -373,13 +375,7 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
             each_run(oh0, oh_end, accumulate_run)
 
         def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int, _: range) -> None:
-            at = _Item(n, ob, oh, ow0, step)
-            stored = run_slots(slot, pixels)
-            slots = [[e.alloca(vec, f"{name}.acc{k}_{p}") for p in range(pixels)] for k in range(g.per_item)]
-            for block_slots, block_stored in zip(slots, stored):
-                for slot, where in zip(block_slots, block_stored):
-                    b.store(b.load(where), slot)
-            _partners_and_store(ctx, epilogue, g, at, slots)
+            _partners_and_store(ctx, epilogue, g, _Item(n, ob, oh, ow0, step), loaded(run_slots(slot, pixels)))
 
         each_run(oh0, oh_end, finish_run)
 
@@ -437,19 +433,24 @@ def _accumulate_columns(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _It
     input and, for the others, static runs where few, else the run-time checked variant.
     Only the variants some run takes are emitted (a 7-wide map's runs all read padding):
     LLVM's time goes with the loop nests it is given."""
-    b = ctx.builder
     pixels = len(slots[0])
     border_runs = [r for r in runs if not _run_inside_at(g, r, pixels)]
-    if inside is None or not border_runs:
+
+    def plain() -> None:
         _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels)
-    elif len(border_runs) == len(runs) and len(border_runs) <= MAX_STATIC_BORDER_RUNS:
-        _static_border_runs(ctx, conv, g, at, slots, border_runs, channels)
-    elif len(border_runs) <= MAX_STATIC_BORDER_RUNS:
-        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels),
-               lambda: _static_border_runs(ctx, conv, g, at, slots, border_runs, channels))
+
+    def border() -> None:
+        if len(border_runs) <= MAX_STATIC_BORDER_RUNS:
+            _static_border_runs(ctx, conv, g, at, slots, border_runs, channels)
+        else:
+            _accumulate(ctx, conv, g, at, slots, checked=True, channels=channels)
+
+    if inside is None or not border_runs:
+        plain()
+    elif len(border_runs) == len(runs):
+        border()
     else:
-        branch(b, inside, lambda: _accumulate(ctx, conv, g, at, slots, checked=False, channels=channels),
-               lambda: _accumulate(ctx, conv, g, at, slots, checked=True, channels=channels))
+        branch(ctx.builder, inside, plain, border)
 
 
 def _static_border_runs(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slots: list[list[ir.Value]],
