@@ -133,13 +133,15 @@ def test_whole_plane_items_match_the_reference(target, x_shape, o, kernel, strid
 
 
 @pytest.mark.parametrize("target", cpus_to_check(), ids=str)
-@pytest.mark.parametrize("x_shape,o,strides,epilogue", [
+@pytest.mark.parametrize("x_shape,o,strides,epilogue,band_major", [
     # 64 channels x 9 taps x 64 B per block: over L1; a 56-wide row's scratch leaves room for a
     # few rows, and 23 rows split into bands with a shorter last one
-    ((1, 64, 23, 56), 32, (1, 1), "bias_relu"),
-    ((2, 72, 40, 112), 40, (2, 2), "residual_tanh"),  # strided, batch 2, a partial channel block
+    ((1, 64, 23, 56), 32, (1, 1), "bias_relu", True),
+    ((2, 72, 40, 112), 40, (2, 2), "residual_tanh", True),  # strided, batch 2, a partial channel block
+    # 4 blocks of 128 channels: 295 KB of weights, over BAND_MAJOR_MAX_WEIGHT_BYTES: block by block
+    ((1, 128, 10, 56), 64, (1, 1), "bias_relu", False),
 ])
-def test_band_items_match_the_reference(target, x_shape, o, strides, epilogue):
+def test_band_items_match_the_reference(target, x_shape, o, strides, epilogue, band_major):
     make = conv2d(x_shape, o, (3, 3), epilogue, strides=strides, padding=((1, 1), (1, 1)))
     kernel = _plan(make, target).kernels[0]
     match = packed_conv._conv_match(kernel, target)
@@ -149,6 +151,7 @@ def test_band_items_match_the_reference(target, x_shape, o, strides, epilogue):
         _check_on(make, target)
         return
     assert match is not None and match.chunk and 1 < match.bands() < oh
+    assert match.band_major() == band_major
     assert (match.bands() - 1) * match.band < oh <= match.bands() * match.band  # no empty band
     assert CONV_EMITTER.work_items(kernel, target) == x_shape[0] * -(-o // 16) // match.per_item * match.bands()
     _check_on(make, target)
