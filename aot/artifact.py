@@ -136,8 +136,31 @@ def manifest_bytes(manifest: dict, what: str = "manifest") -> bytes:
     return text.encode("utf-8")
 
 
-def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: dict | None = None,
-                  level: int = 9) -> bytes:
+# zstd levels: LEVEL for every section, except that a section of at least LARGE_SECTION_BYTES
+# whose sample (SAMPLE_SLICES slices of SAMPLE_SLICE_BYTES spread over it) LEVEL does not
+# shrink by SAMPLE_GAIN more than FAST_LEVEL does takes FAST_LEVEL. Dense f32 weights gain
+# nothing from level 9 (resnet18's 46.8 MB: 43.06 MB at levels 1 and 9, 0.12 against 0.23 s);
+# pruned or bf16-valued ones gain 6-12% and keep it.
+LEVEL = 9
+FAST_LEVEL = 1
+LARGE_SECTION_BYTES = 4 << 20
+SAMPLE_SLICES = 4
+SAMPLE_SLICE_BYTES = 256 << 10
+SAMPLE_GAIN = 0.01
+
+
+def section_level(data: bytes) -> int:
+    """The zstd level for a section's bytes (see LEVEL)."""
+    if len(data) < LARGE_SECTION_BYTES:
+        return LEVEL
+    stride = len(data) // SAMPLE_SLICES
+    sample = b"".join(data[i * stride:i * stride + SAMPLE_SLICE_BYTES] for i in range(SAMPLE_SLICES))
+    fast = len(zstandard.ZstdCompressor(level=FAST_LEVEL).compress(sample))
+    best = len(zstandard.ZstdCompressor(level=LEVEL).compress(sample))
+    return FAST_LEVEL if best > fast * (1 - SAMPLE_GAIN) else LEVEL
+
+
+def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: dict | None = None) -> bytes:
     """Return the bytes of an artifact.
 
     `sections` is a list of `(name, data)` or `(name, data, codec)` with codec
@@ -171,7 +194,6 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: d
             raise ArtifactError(f"section {name!r}: duplicate name")
         seen.add(name)
 
-    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
     table_end = HEADER_SIZE + ENTRY_SIZE * len(items)
     offset = align_up(table_end, SECTION_ALIGN)
     entries: list[bytes] = []
@@ -180,7 +202,8 @@ def pack_artifact(manifest: dict, sections: Sequence[SectionSpec], *, tooling: d
         codec_id = CODEC_IDS[codec]
         stored = data
         if codec_id == CODEC_ZSTD and data:
-            frame = cctx.compress(data)
+            frame = zstandard.ZstdCompressor(level=section_level(data), write_content_size=True,
+                                             write_checksum=False).compress(data)
             if len(frame) < len(data):
                 stored = frame
             else:

@@ -18,10 +18,31 @@ def const_i64(value: int) -> ir.Constant:
     return constant(I64, value)
 
 
+class _LoopId(ir.values.MDValue):
+    """A loop's `llvm.loop` node: distinct and naming itself first, as LLVM requires of a
+    loop ID (llvmlite's nodes are neither), then the loop's properties."""
+
+    def descr(self, buf: list[str]) -> None:
+        properties = ", ".join(op.get_reference() for op in self.operands)
+        buf += (f"distinct !{{ {self.get_reference()}, {properties} }}", "\n")
+
+    # distinct: never one node for two loops, which LLVM would take for one loop
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+def _no_unroll(module: ir.Module) -> _LoopId:
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    return _LoopId(module, [disable], name=str(len(module.metadata)))
+
+
 @contextmanager
-def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str) -> Iterator[ir.Value]:
-    """`for (i = start; i < stop; ++i)` (signed i64): yields i, leaves the builder after the loop."""
-    with _loop(builder, start, stop, 1, name, signed=True) as index:
+def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, name: str,
+              unroll: bool = True) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; ++i)` (signed i64): yields i, leaves the builder after the loop.
+    `unroll` False: LLVM leaves the loop rolled (a cold loop whose copies would cost compile
+    time and no run time)."""
+    with _loop(builder, start, stop, 1, name, signed=True, unroll=unroll) as index:
         yield index
 
 
@@ -36,7 +57,7 @@ def strided_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value |
 
 @contextmanager
 def _loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, step: ir.Value | int, name: str,
-          signed: bool) -> Iterator[ir.Value]:
+          signed: bool, unroll: bool = True) -> Iterator[ir.Value]:
     """The top-tested loop both ranges are: a signed one also promises the step does not wrap (nsw)."""
     start, stop, step = (const_i64(v) if isinstance(v, int) else v for v in (start, stop, step))
     before = builder.block
@@ -53,7 +74,9 @@ def _loop(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int, st
     yield index
     following = builder.add(index, step, name=f"{name}.next", flags=["nuw", "nsw"] if signed else ["nuw"])
     index.add_incoming(following, builder.block)
-    builder.branch(header)
+    latch = builder.branch(header)
+    if not unroll:
+        latch.set_metadata("llvm.loop", _no_unroll(builder.module))
     builder.position_at_end(done)
 
 

@@ -4,16 +4,21 @@ import json
 import struct
 import zlib
 
+import numpy as np
 import pytest
 import zstandard
 
 from aot.artifact import (
+    FAST_LEVEL,
     FORMAT_VERSION,
     HEADER_SIZE,
+    LARGE_SECTION_BYTES,
+    LEVEL,
     ArtifactError,
     SectionInfo,
     pack_artifact,
     read_artifact,
+    section_level,
     write_artifact,
 )
 
@@ -79,6 +84,22 @@ def test_layout_matches_spec(blob):
 
 def test_deterministic(blob):
     assert pack_artifact(dict(MANIFEST), list(SECTIONS)) == blob
+
+
+def test_large_sections_take_the_fast_level_only_where_the_slow_one_gains_nothing():
+    rng = np.random.default_rng(0)
+    count = LARGE_SECTION_BYTES // 4 + 1000
+    dense = rng.normal(0, 1, count).astype(np.float32).tobytes()  # trained f32 weights look like this
+    bf16_valued = (np.frombuffer(dense, np.uint32) & 0xFFFF0000).tobytes()  # level 9 gains ~10% here
+    assert section_level(dense) == FAST_LEVEL
+    assert section_level(bf16_valued) == LEVEL
+    assert section_level(dense[:LARGE_SECTION_BYTES - 4]) == LEVEL  # small sections: always the best level
+    assert len(zstandard.ZstdCompressor(level=LEVEL).compress(bf16_valued)) < 0.95 * len(
+        zstandard.ZstdCompressor(level=FAST_LEVEL).compress(bf16_valued))
+    manifest = {**MANIFEST, "weights": {**MANIFEST["weights"], "bytes": len(dense)}}
+    for data in (dense, bf16_valued):
+        art = read_artifact(pack_artifact(manifest, [("weights", data), ("cpu.x86_64", CODE)]))
+        assert bytes(art.sections["weights"]) == data
 
 
 def test_write_artifact_atomic(tmp_path, blob):

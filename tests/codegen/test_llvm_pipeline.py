@@ -92,3 +92,29 @@ def test_own_vector_code_runs_o2_and_other_code_o3(monkeypatch):
     _optimized("")
     _optimized(OWN_VECTORS)
     assert levels == [3, 2]
+
+
+def _summing_loop(unroll: bool) -> str:
+    """`for i in 0..n: *out += x[i]` built with for_range, optimized as own vector code."""
+    from llvmlite import ir
+
+    from aot.codegen.loops import for_range
+
+    module = ir.Module("loops")
+    module.triple = HASWELL.triple
+    f32, ptr = ir.FloatType(), ir.FloatType().as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ir.IntType(64)]), "sum")
+    x, out, n = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, 0, n, "i", unroll=unroll) as i:
+        b.store(b.fadd(b.load(out), b.load(b.gep(x, [i], inbounds=True))), out)
+    b.ret_void()
+    return str(optimize_text(OWN_VECTORS + str(module), HASWELL.target_machine(), "test"))
+
+
+def test_a_loop_marked_not_to_unroll_stays_rolled():
+    # a run-time trip count: LLVM unrolls the small body (runtime unrolling), unless told not to
+    assert _summing_loop(unroll=True).count("fadd") > 1
+    rolled = _summing_loop(unroll=False)
+    assert rolled.count("fadd") == 1
+    assert "llvm.loop.unroll.disable" in rolled

@@ -552,7 +552,10 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
     def channels(h: ir.Value, i: ir.Value, taps: list[tuple[int | ir.Value, list[tuple[ir.Value, ir.Value | None]]]],
                  prefetches: bool = True) -> None:
         """For each input channel, every tap column of `taps` ((j, columns per pixel)) at row h (tap row i)."""
-        with for_range(b, c_lo, c_hi, f"{name}.c") as c:
+        # LLVM unrolls the inside runs' channel loop by 2 (2-3% faster 14x14 convs on Zen 3);
+        # the border runs' loops, few runs but most of the loops, stay rolled: resnet18's LLVM
+        # time 3% less, its kernels as fast (A/B)
+        with for_range(b, c_lo, c_hi, f"{name}.c", unroll=not checked) as c:
             e.push_scope()
             if streams and prefetches:
                 _prefetch_next_blocks(b, weights, g, at, len(slots), c, prefetching(i, taps[0][0]))
