@@ -40,7 +40,7 @@ from llvmlite import ir
 
 from aot.codegen.cpu.bodies import body_of
 from aot.codegen.cpu.cache import ObjectCache, object_key
-from aot.codegen.cpu.canonical import canonical
+from aot.codegen.cpu.canonical import numbered_constants
 from aot.codegen.cpu.code_info import emit_code_info
 from aot.codegen.cpu.fingerprint import kernel_fingerprints
 from aot.codegen.cpu.kernel import body_type, emit_checks, emit_entry, emit_kernel_body, emit_kernel_call, kernel_work_items
@@ -62,11 +62,12 @@ def kernel_symbol(index: int) -> str:
 
 def kernel_body(plan: ExecutionPlan, target: CpuTarget, index: int, machine: llvm.TargetMachine) -> tuple[str, str]:
     """Kernel `index`'s body: (its symbol, the LLVM assembly of its module, defining it hidden).
-    The symbol is the hash of the canonical text, so equal work gives one symbol."""
+    The symbol is the hash of the text, whose names are numbers (canonical.py), so equal work
+    gives one symbol."""
     module = ir.Module(name=BODY)
     module.triple = target.triple
     emit_kernel_body(module, MathLib(module, target), target, plan, plan.kernels[index], BODY)
-    text = canonical(module_text(module, machine))
+    text = numbered_constants(module_text(module, machine), module)
     body = body_of(plan.kernels[index], target)
     if body is not None and body.own_vectors:
         text = OWN_VECTORS + text

@@ -35,6 +35,7 @@ from llvmlite import ir
 from aot.codegen.constants import constant
 from aot.codegen.cpu.bodies import body_emitter
 from aot.codegen.cpu.body import KernelContext
+from aot.codegen.cpu.canonical import number_locals
 from aot.codegen.elemental import ElementalEmitter, storage_type
 from aot.codegen.loops import I64, const_i64, for_range
 from aot.codegen.work_item import emit_work_item, work_items
@@ -107,13 +108,12 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
 
 def emit_kernel_body(module: ir.Module, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel,
                      symbol: str) -> ir.Function:
-    """The kernel's work as a function of `body_type(kernel)`; emit_kernel_call makes the kernel."""
+    """The kernel's work as a function of `body_type(kernel)`; emit_kernel_call makes the kernel.
+    Its locals are named vN as they are made, not after the graph (canonical.py)."""
     fn = ir.Function(module, body_type(kernel), name=symbol)
     fn.attributes.add("nounwind")
+    number_locals(fn)
     operands = kernel_operands(kernel)
-    for i, (arg, value) in enumerate(zip(fn.args, operands)):
-        arg.name = f"{value.name}.base"
-    fn.args[-2].name, fn.args[-1].name = "begin", "end"
     index = {id(value): i for i, value in enumerate(operands)}
     _emit_work(fn, lib, target, plan, kernel, lambda setup, value: fn.args[index[id(value)]])
     return fn

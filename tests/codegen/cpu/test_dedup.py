@@ -4,33 +4,52 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from llvmlite import ir
 
 from aot.codegen.cpu import CpuTarget, emit_cpu
 from aot.codegen.cpu.build import ObjectBuilder
-from aot.codegen.cpu.canonical import canonical
+from aot.codegen.cpu.canonical import number_locals, numbered_constants
 from aot.ir import DType
 from codegen_util import HOST, Compiled, graph_with_inputs, simple_plan
 
 
-def test_canonical_numbers_locals_and_constants_in_order():
-    before = ('define void @"f"(i8* %"x.base", i64 %"begin") {\n'
-              '"k3_max":\n'
-              '  %"x.ptr" = bitcast i8* %"x.base" to float*\n'
-              '  %.5 = load float, float* @"const.w1"\n'
-              '  br label %"k3_max"\n'
-              '}\n')
-    after = ('define void @"f"(i8* %v0, i64 %v1) {\n'
-             'v2:\n'
-             '  %v3 = bitcast i8* %v0 to float*\n'
-             '  %v4 = load float, float* @"const.0"\n'
-             '  br label %v2\n'
-             '}\n')
-    assert canonical(before) == after
+def _module_with_constants(names: list[str]) -> tuple[ir.Module, str]:
+    """A module whose body loads from a private constant global per name, then its text."""
+    module = ir.Module("m")
+    fn = ir.Function(module, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    number_locals(fn)
+    b = ir.IRBuilder(fn.append_basic_block("k3_max"))
+    total = fn.args[0]
+    for name in names:
+        glob = ir.GlobalVariable(module, ir.FloatType(), name=name)
+        glob.linkage, glob.global_constant, glob.initializer = "private", True, ir.Constant(ir.FloatType(), 1.0)
+        total = b.fadd(total, b.load(glob, name=f"{name}.value"), name="x.sum")
+    b.ret(total)
+    return module, str(module)
 
 
-def test_canonical_keeps_byte_strings_and_other_globals():
-    text = '@"const.t" = private constant [4 x i8] c"%ab:"\n  %x = call float @"aot.exp.f32"(float %y)\n'
-    assert canonical(text) == '@"const.0" = private constant [4 x i8] c"%ab:"\n  %v0 = call float @"aot.exp.f32"(float %v1)\n'
+def test_locals_are_numbered_as_made_whatever_their_names():
+    _, text = _module_with_constants(["const.w1"])
+    body = text[text.index("define"):]
+    assert re.findall(r'%"([^"]*)"', body) == ["v0", "v2", "v3", "v0", "v2", "v3"]  # arg; load; add of both; ret
+    assert "\nv1:" in body  # the block, made between the argument and the load
+    assert "k3_max" not in body and "x.sum" not in body
+
+
+def test_constants_are_numbered_in_the_order_made_in_one_pass():
+    # "const.1" is renamed to const.0 while another global still bears that name: one pass
+    # keeps the renaming one-to-one
+    module, text = _module_with_constants(["const.1", "const.0", 'const.odd"name'])
+    renamed = numbered_constants(text, module)
+    assert re.findall(r'@"(const[^"]*)" = private', renamed) == ["const.0", "const.1", "const.2"]
+    assert re.findall(r'load float, float\* @"(const[^"]*)"', renamed) == ["const.0", "const.1", "const.2"]
+    llvm_module = __import__("llvmlite.binding", fromlist=["parse_assembly"]).parse_assembly(renamed)
+    llvm_module.verify()
+
+
+def test_a_module_without_constants_prints_as_it_was():
+    module, text = _module_with_constants([])
+    assert numbered_constants(text, module) is text
 
 
 def _two_alike_one_not():
