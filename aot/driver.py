@@ -79,9 +79,11 @@ def import_model(
         return import_stablehlo(source, shapes), hashlib.sha256(data).hexdigest(), name
     from aot.importers.onnx import import_onnx, load_model
 
+    # the file is read once: the bytes hashed are the bytes imported
+    read = data if isinstance(source, Path) else None
     if bind:
-        source = bind_onnx_inputs(load_model(source), bind)
-    graph = import_onnx(source, shapes)
+        source, read = bind_onnx_inputs(load_model(source, read), bind), None
+    graph = import_onnx(source, shapes, read)
     return graph, hashlib.sha256(data).hexdigest(), name
 
 

@@ -25,13 +25,15 @@ __all__ = ["import_onnx", "supported_ops", "OP_TABLE"]
 def import_onnx(
     model: str | os.PathLike | onnx.ModelProto,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    data: bytes | None = None,
 ) -> Graph:
     """Read an ONNX model (path or ModelProto) and lower it to a verified IR Graph.
 
-    `shapes` fixes symbolic or unknown input dims (the CLI's --shape).
+    `shapes` fixes symbolic or unknown input dims (the CLI's --shape); `data`, the file's
+    bytes where the caller read them already.
     Raises ModelError for unreadable or malformed models and wrong shapes,
     UnsupportedError for ops, dtypes or attributes aot does not compile.
     """
-    proto = load_model(model)
+    proto = load_model(model, data)
     inputs = resolve_inputs(proto.graph, shapes)
     return lower_graph(proto, inputs, default_opset(proto))

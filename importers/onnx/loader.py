@@ -44,15 +44,16 @@ class InputSpec:
     shape: tuple[int, ...]
 
 
-def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    """Read (path) or take (ModelProto) a model and run the ONNX checker on it."""
+def load_model(model: str | os.PathLike | onnx.ModelProto, data: bytes | None = None) -> onnx.ModelProto:
+    """Read (path) or take (ModelProto) a model and run the ONNX checker on it. `data`: the
+    file's bytes where the caller has read them already (the file is then not read again)."""
     serialized: bytes | None = None
     if isinstance(model, onnx.ModelProto):
         proto, label = model, "<in-memory model>"
     else:
         path = os.fspath(model)
         label = path
-        proto, serialized = _read(path)
+        proto, serialized = _read(path, data)
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelError(f"cannot read model '{label}': not an ONNX model (no graph or IR version)")
     checked = _with_output_shapes(proto)
@@ -83,16 +84,17 @@ def _with_output_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _read(path: str) -> tuple[onnx.ModelProto, bytes | None]:
-    """The model at `path`, and the file's bytes when they hold the whole model (no
-    external data)."""
-    if not os.path.exists(path):
+def _read(path: str, data: bytes | None = None) -> tuple[onnx.ModelProto, bytes | None]:
+    """The model at `path` (its bytes `data` where already read), and the file's bytes when
+    they hold the whole model (no external data)."""
+    if data is None and not os.path.exists(path):
         raise ModelError(f"cannot read model '{path}': no such file")
-    if os.path.isdir(path):
+    if data is None and os.path.isdir(path):
         raise ModelError(f"cannot read model '{path}': is a directory")
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        if data is None:
+            with open(path, "rb") as file:
+                data = file.read()
         proto = onnx.load_model_from_string(data)
         if not any(uses_external_data(t) for t in _tensors(proto.graph)):
             return proto, data

@@ -1,6 +1,9 @@
 """ONNX importer: each op lowered to IR, run by the reference interpreter, compared with onnxruntime."""
 from __future__ import annotations
 
+import hashlib
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -795,6 +798,34 @@ def test_not_onnx_file(tmp_path):
     text.write_text("this is not a model\n")
     with pytest.raises(ModelError, match="notes.onnx"):
         import_onnx(str(text))
+
+
+def test_a_model_file_is_read_once(tmp_path, monkeypatch):
+    # the compiler hashes the file's bytes and imports the same bytes: a file changed between
+    # two reads could not give an artifact whose source hash is not the model compiled
+    from aot import driver
+    from aot.importers.onnx import loader
+
+    node = helper.make_node("Relu", ["x"], ["y"])
+    model = make_model([node], [vinfo("x", TensorProto.FLOAT, [3])], [vinfo("y", TensorProto.FLOAT, [3])])
+    path = tmp_path / "relu.onnx"
+    onnx.save_model(model, path)
+    reads = []
+    real_open = open
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        if os.fspath(file) == str(path):
+            reads.append(mode)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    monkeypatch.setattr("io.open", counting_open)  # pathlib's read_bytes opens through io
+    graph, sha, _ = driver.import_model(path)
+    assert len(reads) == 1
+    monkeypatch.undo()
+    assert sha == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert graph.nodes[-1].op == "max"  # relu
+    assert loader.load_model(path).graph.node[0].op_type == "Relu"  # alone, it reads the file itself
 
 
 def test_checker_failure_is_model_error():
