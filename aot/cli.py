@@ -171,8 +171,8 @@ def _compile(model: Path, output: Path | None, shape: tuple[str, ...], bind: tup
         return
     if name is not None:
         _fail(ArgumentError(f"--name {name} names the C prefix of --emit c; an artifact keeps the model's name"))
-    from aot.codegen.nvptx.target import MATMUL_PRECISIONS
     from aot.driver import check_target, compile_model
+    from aot.gpu_options import MATMUL_PRECISIONS
     from aot.planning.fusion import explain as explain_fusion
 
     # said in the options' spelling, before any work

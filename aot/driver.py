@@ -339,8 +339,7 @@ def compile_model(
     from aot.artifact import pack_artifact, write_atomically
     from aot.codegen.cpu import emit_cpu_variants
     from aot.codegen.cpu.targets import plan_lanes, resolve_cpu_targets, section_name
-    from aot.codegen.nvptx.target import check_matmul_precision
-    from aot.gpu_package import build_gpu, check_sms, gpu_manifest, gpu_sections, gpu_tooling
+    from aot.gpu_options import check_matmul_precision
 
     # every argument is checked before the work, so a mistake costs no compile
     wants_cpu, wants_gpu = check_target(target)
@@ -348,6 +347,8 @@ def compile_model(
         raise ArgumentError(f"sm {sm!r} is given but target {target!r} has no GPU; use target 'cuda' or 'cpu,cuda'")
     if cpu is not None and not wants_cpu:
         raise ArgumentError(f"cpu {cpu!r} is given but target {target!r} has no CPU; use target 'cpu' or 'cpu,cuda'")
+    if wants_gpu:  # the NVPTX back end is loaded only for GPU code
+        from aot.gpu_package import build_gpu, check_sms, gpu_manifest, gpu_sections, gpu_tooling
     sms = check_sms(sm) if wants_gpu else ()
     check_matmul_precision(gpu_matmul_precision)
     if weights_codec not in ("zstd", "none"):

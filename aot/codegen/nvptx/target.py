@@ -6,20 +6,11 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from aot.errors import ArgumentError
+from aot.gpu_options import MATMUL_PRECISIONS, check_matmul_precision  # noqa: F401 (the target's options)
 
 TRIPLE = "nvptx64-nvidia-cuda"
 # the lowest PTX ISA version that has each architecture (NOTES: sm_80 -> 7.0, sm_90 -> 7.8)
 PTX_FEATURES = {"sm_80": "+ptx70", "sm_90": "+ptx78"}
-# --gpu-matmul-precision: "fp32" computes f32 dots in f32; "tf32" lets them run on tensor
-# cores with each input rounded to tf32 (10 mantissa bits), which changes their results
-MATMUL_PRECISIONS = ("fp32", "tf32")
-
-
-def check_matmul_precision(precision: object) -> str:
-    if precision not in MATMUL_PRECISIONS:
-        raise ArgumentError(f"GPU matmul precision {precision!r} is not supported; choose one of "
-                            f"{', '.join(MATMUL_PRECISIONS)}")
-    return precision  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
