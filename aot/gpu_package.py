@@ -63,7 +63,7 @@ def build_gpu(plan: ExecutionPlan, sms: Sequence[str], dump_dir: Path | None = N
               log: Callable[[str], None] | None = None, matmul_precision: str = "fp32") -> list[GpuBuild]:
     """PTX for each SM of `sms`, assembled to a cubin where ptxas is installed. A kernel without
     a GPU body is a CodegenError naming it (nvptx/bodies.py). `matmul_precision`: the f32 matrix
-    multiplies' (nvptx/target.py MATMUL_PRECISIONS)."""
+    multiplies' (aot/gpu_options.py MATMUL_PRECISIONS)."""
     from aot.codegen.nvptx import NvptxTarget, emit_gpus
     from aot.codegen.nvptx.ptxas import assemble_cubin, ptxas_version
 

@@ -87,10 +87,11 @@ def _with_output_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
 def _read(path: str, data: bytes | None = None) -> tuple[onnx.ModelProto, bytes | None]:
     """The model at `path` (its bytes `data` where already read), and the file's bytes when
     they hold the whole model (no external data)."""
-    if data is None and not os.path.exists(path):
-        raise ModelError(f"cannot read model '{path}': no such file")
-    if data is None and os.path.isdir(path):
-        raise ModelError(f"cannot read model '{path}': is a directory")
+    if data is None:
+        if not os.path.exists(path):
+            raise ModelError(f"cannot read model '{path}': no such file")
+        if os.path.isdir(path):
+            raise ModelError(f"cannot read model '{path}': is a directory")
     try:
         if data is None:
             with open(path, "rb") as file:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from aot.errors import ArgumentError
-from aot.gpu_options import MATMUL_PRECISIONS, check_matmul_precision  # noqa: F401 (the target's options)
+from aot.gpu_options import check_matmul_precision
 
 TRIPLE = "nvptx64-nvidia-cuda"
 # the lowest PTX ISA version that has each architecture (NOTES: sm_80 -> 7.0, sm_90 -> 7.8)
@@ -16,7 +16,7 @@ PTX_FEATURES = {"sm_80": "+ptx70", "sm_90": "+ptx78"}
 @dataclass(frozen=True)
 class NvptxTarget:
     sm: str  # "sm_80" or "sm_90"
-    matmul_precision: str = "fp32"  # MATMUL_PRECISIONS
+    matmul_precision: str = "fp32"  # gpu_options.MATMUL_PRECISIONS
 
     def __post_init__(self) -> None:
         if self.sm not in PTX_FEATURES:
