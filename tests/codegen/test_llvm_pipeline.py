@@ -68,7 +68,7 @@ def test_conv_bodies_are_marked_and_elemental_ones_are_not():
         (index,) = [i for i, k in enumerate(plan.kernels) if body_of(k, HASWELL) is not None]
         body = body_of(plan.kernels[index], HASWELL)
         assert body is not None and body.own_vectors, body
-        _, text = kernel_body(plan, HASWELL, index, machine)
+        text = kernel_body(plan, HASWELL, index, machine).text
         assert text.startswith(OWN_VECTORS)
     graph = Graph()
     x = graph.add_input("x", TensorType(DType.F32, (4, 100)))
@@ -76,7 +76,7 @@ def test_conv_bodies_are_marked_and_elemental_ones_are_not():
     plan = run_pipeline(graph, PipelineOptions(passes=default_passes(HASWELL.vector_lanes)))
     (kernel,) = plan.kernels
     assert body_of(kernel, HASWELL) is None
-    _, text = kernel_body(plan, HASWELL, 0, machine)
+    text = kernel_body(plan, HASWELL, 0, machine).text
     assert not text.startswith(OWN_VECTORS)
 
 

@@ -5,16 +5,23 @@ The emitters themselves, and the order in which a kernel tries them, are in bodi
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
+from aot.codegen.cpu.canonical import number_locals
 from aot.codegen.elemental import ElementalEmitter
+from aot.codegen.math import F32, MathLib
 from aot.codegen.cpu.target import CpuTarget
 from aot.errors import CodegenError
+from aot.ir.graph import Value
+from aot.ir.types import DType
 from aot.plan import Kernel
+
+# a helper's name in its body's module until build.py names it after the hash of its text
+HELPER = "aot_helper"
 
 
 @dataclass
@@ -31,6 +38,9 @@ class KernelContext:
     elemental: ElementalEmitter
     target: CpuTarget
     model_weight_bytes: int
+    # modules of the functions the body calls (new_helper), each printed and compiled on its own;
+    # None where the kernel is one function in a module of the whole plan (kernel.emit_kernel)
+    helpers: list[ir.Module] | None = None
 
     @property
     def begin(self) -> ir.Value:
@@ -76,3 +86,43 @@ def matched_body(match: Callable[[Kernel, CpuTarget], Any], items: Callable[[Any
 
     return BodyEmitter(applies, lambda kernel, target: items(matched(kernel, target)),
                        lambda ctx: emit(ctx, matched(ctx.kernel, ctx.target)))
+
+
+def new_helper(ctx: KernelContext, operands: Sequence[Value], extra: Sequence[ir.Type]) -> tuple[ir.Function, KernelContext, Callable[[], None]]:
+    """A function the body calls, defined in a module of its own: `void helper(i8* operand...,
+    extra...)`. Returns its declaration in the body's module, a context emitting its definition
+    (a float pointer for each f32 operand, its own elemental emitter and allocas) and `finish`,
+    which ends the definition. build.py names a helper after the hash of its text and compiles
+    each distinct one once, so bodies that differ elsewhere (their epilogues, say) share the
+    code of a helper that does the same work: LLVM's time goes with the code it is given."""
+    i8p = ir.IntType(8).as_pointer()
+    fn_type = ir.FunctionType(ir.VoidType(), [i8p] * len(operands) + list(extra))
+    if ctx.helpers is None:
+        raise CodegenError(f"kernel {ctx.kernel.name}: a helper function where the kernel's code is one function")
+    name = f"{HELPER}{len(ctx.helpers)}"
+    module = ir.Module(name=name)
+    module.triple = ctx.fn.module.triple
+    definition = ir.Function(module, fn_type, name=name)
+    definition.attributes.add("nounwind")
+    number_locals(definition)
+    declaration = ir.Function(ctx.fn.module, fn_type, name=name)
+    declaration.attributes.add("nounwind")
+    ctx.helpers.append(module)
+    entry = definition.append_basic_block("entry")
+    body = definition.append_basic_block("body")
+    setup = ir.IRBuilder(entry)
+    params: dict[int, ir.Value] = {}
+    for value, arg in zip(operands, definition.args):
+        if value.type.dtype is not DType.F32:
+            raise CodegenError(f"kernel {ctx.kernel.name}: a helper takes f32 operands, not {value.type.dtype}")
+        params[id(value)] = setup.bitcast(arg, F32.as_pointer())
+    builder = ir.IRBuilder(body)
+    elemental = ElementalEmitter(builder, MathLib(module, ctx.target), ctx.target, params, set(),
+                                 lambda ty, name: setup.alloca(ty, name=name))
+    helper = KernelContext(definition, builder, ctx.kernel, params, ir.Constant(F32.as_pointer(), None), elemental,
+                           ctx.target, ctx.model_weight_bytes)
+
+    def finish() -> None:
+        builder.ret_void()
+        setup.branch(body)
+    return declaration, helper, finish

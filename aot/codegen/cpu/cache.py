@@ -46,10 +46,21 @@ from aot.version import __version__
 # bump when the optimization pipeline, the object checks or the entry format change
 PIPELINE_VERSION = 1
 MAGIC = b"AOTOBJ1\n"
-_ALIAS = re.compile(r"AOTALIAS1 (aot_body_[0-9a-f]{24}) ([0-9a-f]{64})\n")
+# an alias: the body's symbol and object key, then those of each helper function it calls
+_ALIAS = re.compile(r"AOTALIAS2 (aot_body_[0-9a-f]{24}) ([0-9a-f]{64})((?: aot_helper_[0-9a-f]{24} [0-9a-f]{64})*)\n")
 DEFAULT_MAX_BYTES = 1 << 30
 EVICT_INTERVAL_S = 600
 _DIGEST = 32
+
+
+@dataclass(frozen=True)
+class Alias:
+    """What a kernel's fingerprint names: its body's symbol and object key, and the (symbol,
+    object key) of each helper function the body calls (cpu/body.py: new_helper)."""
+
+    symbol: str
+    key: str
+    helpers: tuple[tuple[str, str], ...] = ()
 
 
 def object_key(ir_text: str, target: CpuTarget) -> str:
@@ -102,17 +113,22 @@ class ObjectCache:
     def path(self, key: str) -> Path:
         return self.objects / key[:2] / f"{key}.o"
 
-    def get_alias(self, fingerprint: str) -> tuple[str, str] | None:
-        """(body symbol, object key) of the kernel with this fingerprint (fingerprint.py), or None."""
+    def get_alias(self, fingerprint: str) -> Alias | None:
+        """The body of the kernel with this fingerprint (fingerprint.py), or None."""
         try:
             text = (self.aliases / fingerprint[:2] / f"{fingerprint}.txt").read_text()
         except (OSError, UnicodeDecodeError):
             return None
         match = _ALIAS.fullmatch(text)
-        return (match.group(1), match.group(2)) if match else None
+        if not match:
+            return None
+        pairs = match.group(3).split()
+        return Alias(match.group(1), match.group(2), tuple(zip(pairs[::2], pairs[1::2])))
 
-    def put_alias(self, fingerprint: str, symbol: str, key: str) -> None:
-        self._write(self.aliases / fingerprint[:2] / f"{fingerprint}.txt", f"AOTALIAS1 {symbol} {key}\n".encode())
+    def put_alias(self, fingerprint: str, alias: Alias) -> None:
+        helpers = "".join(f" {symbol} {key}" for symbol, key in alias.helpers)
+        self._write(self.aliases / fingerprint[:2] / f"{fingerprint}.txt",
+                    f"AOTALIAS2 {alias.symbol} {alias.key}{helpers}\n".encode())
 
     def get(self, key: str) -> bytes | None:
         path = self.path(key)

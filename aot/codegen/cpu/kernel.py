@@ -102,20 +102,21 @@ def emit_kernel(module: ir.Module, lib: MathLib, target: CpuTarget, plan: Execut
 
     def base(setup: ir.IRBuilder, value: Value) -> ir.Value:
         return _base_pointer(setup, fn, _slice_of(plan, kernel, value), value)
-    _emit_work(fn, lib, target, plan, kernel, base)
+    _emit_work(fn, lib, target, plan, kernel, base, helpers=None)
     return fn
 
 
 def emit_kernel_body(module: ir.Module, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel,
-                     symbol: str) -> ir.Function:
+                     symbol: str, helpers: list[ir.Module] | None = None) -> ir.Function:
     """The kernel's work as a function of `body_type(kernel)`; emit_kernel_call makes the kernel.
-    Its locals are named vN as they are made, not after the graph (canonical.py)."""
+    Its locals are named vN as they are made, not after the graph (canonical.py). The modules
+    of the helper functions it calls (body.new_helper) are appended to `helpers`."""
     fn = ir.Function(module, body_type(kernel), name=symbol)
     fn.attributes.add("nounwind")
     number_locals(fn)
     operands = kernel_operands(kernel)
     index = {id(value): i for i, value in enumerate(operands)}
-    _emit_work(fn, lib, target, plan, kernel, lambda setup, value: fn.args[index[id(value)]])
+    _emit_work(fn, lib, target, plan, kernel, lambda setup, value: fn.args[index[id(value)]], helpers)
     return fn
 
 
@@ -133,9 +134,11 @@ def emit_kernel_call(module: ir.Module, plan: ExecutionPlan, kernel: Kernel, sym
 
 
 def _emit_work(fn: ir.Function, lib: MathLib, target: CpuTarget, plan: ExecutionPlan, kernel: Kernel,
-               base: Callable[[ir.IRBuilder, Value], ir.Value]) -> None:
+               base: Callable[[ir.IRBuilder, Value], ir.Value], helpers: list[ir.Module] | None) -> None:
     """Fill `fn` (its last two arguments: begin, end) with the kernel's work; `base` gives an
-    operand's untyped base pointer, emitted in the setup block."""
+    operand's untyped base pointer, emitted in the setup block. The modules of the helper
+    functions the work calls (body.new_helper) are appended to `helpers`; where it is None,
+    the work is all in `fn`."""
     entry = fn.append_basic_block("entry")
     body = fn.append_basic_block(kernel.name or "body")
     setup = ir.IRBuilder(entry)
@@ -154,7 +157,7 @@ def _emit_work(fn: ir.Function, lib: MathLib, target: CpuTarget, plan: Execution
     elemental = ElementalEmitter(builder, lib, target, params, fused, alloca)
     custom = body_emitter(kernel, target)
     if custom is not None:
-        custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target, len(plan.weights)))
+        custom.emit(KernelContext(fn, builder, kernel, params, out_ptr, elemental, target, len(plan.weights), helpers))
         builder.ret_void()
         setup.branch(body)
         return

@@ -22,7 +22,8 @@ MAX_STATIC_BORDER_RUNS of them, else clamps the column and selects 0.
 Where a block's weights outgrow L1, an item is instead a band of output rows of
 its blocks (the whole plane of the 7x7 and 14x14 maps): the runs keep their
 accumulators in a stack scratch and sweep the input channels chunk by chunk, so
-each chunk's weights are read from L2 once per band (_channel_chunking). A weight
+each chunk's weights are read from L2 once per band (_channel_chunking); that accumulation
+is a helper function (body.new_helper), shared by the convs of one shape. A weight
 that comes from DRAM is prefetched into L2 while the blocks before it compute.
 
 The store: on AVX-512 the item's accumulators are transposed in registers so
@@ -42,7 +43,7 @@ from llvmlite import ir
 
 from aot.arith import ceil_div
 from aot.codegen.constants import constant
-from aot.codegen.cpu.body import KernelContext, matched_body
+from aot.codegen.cpu.body import KernelContext, matched_body, new_helper
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
@@ -329,15 +330,61 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
 def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
     """Items of bands of output rows (_channel_chunking): for each chunk of input channels,
     every run of the band accumulates the chunk into its scratch accumulators; then the
-    partners and the store, run by run."""
+    partners and the store, run by run. The accumulation is a helper function of its own
+    (body.new_helper) where the input is a buffer: it depends on the conv alone, not on the
+    epilogue, so convs of one shape share its code (resnet18's 3x3 convs at one map size:
+    with a ReLU, a residual sum, a downsampling partner)."""
     epilogue = match.epilogue
     conv = epilogue.contraction
+    x, wp = conv.inputs
     b, e = ctx.builder, ctx.elemental
     name = conv.out.name
+    scratch = e.alloca(_scratch_type(match, g), f"{name}.plane")
+    i8p = ir.IntType(8).as_pointer()
+    helper = None
+    if id(x) in ctx.params and ctx.helpers is not None:
+        helper, inside, finish = new_helper(ctx, [x, wp], [i8p] + [ir.IntType(64)] * 4)
+        args = inside.fn.args
+        args[2].add_attribute("noalias")  # the scratch: the inputs' loads need not wait for its stores
+        into = inside.builder.bitcast(args[2], _scratch_type(match, g).as_pointer())
+        _accumulate_band(inside, match, g, into, *args[3:])
+        finish()
+
+    with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
+        pairs = g.blocks // g.per_item
+        if match.band_major():
+            n, band, pair = delinearize(b, item, (g.batch, match.bands(), pairs), f"{name}.item")
+        else:
+            n, pair, band = delinearize(b, item, (g.batch, pairs, match.bands()), f"{name}.item")
+        ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
+        oh0 = b.mul(band, const_i64(match.band), name=f"{name}.oh0", flags=["nuw", "nsw"])
+        oh_end = b.add(oh0, const_i64(match.band), flags=["nuw", "nsw"])
+        oh_end = b.select(b.icmp_signed("<", oh_end, const_i64(g.oh)), oh_end, const_i64(g.oh), name=f"{name}.oh_end")
+        if helper is None:
+            _accumulate_band(ctx, match, g, scratch, n, ob, oh0, oh_end)
+        else:
+            operands = [b.bitcast(ctx.params[id(v)], i8p) for v in (x, wp)]
+            b.call(helper, [*operands, b.bitcast(scratch, i8p), n, ob, oh0, oh_end])
+        run_slots, loaded, each_run = _band_runs(ctx, match, g, scratch)
+
+        def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int, _: range) -> None:
+            _partners_and_store(ctx, epilogue, g, _Item(n, ob, oh, ow0, step), loaded(run_slots(slot, pixels)))
+
+        each_run(oh0, oh_end, finish_run)
+
+
+def _scratch_type(match: ConvMatch, g: ConvGeometry) -> ir.ArrayType:
+    """A band item's accumulators: per_item x pixels vectors for each run of the band."""
+    return ir.ArrayType(vector_of(g.lanes), match.band * g.runs * g.per_item * g.pixels)
+
+
+def _band_runs(ctx: KernelContext, match: ConvMatch, g: ConvGeometry,
+               scratch: ir.Value) -> tuple[Callable, Callable, Callable]:
+    """(run_slots, loaded, each_run) of a band item whose accumulators are in `scratch`."""
+    b, e = ctx.builder, ctx.elemental
+    name = match.epilogue.contraction.out.name
     vec = vector_of(g.lanes)
     per_run = g.per_item * g.pixels  # scratch vectors per run
-    scratch = e.alloca(ir.ArrayType(vec, match.band * g.runs * per_run), f"{name}.plane")
-    chunks = ceil_div(g.group_channels, match.chunk)
 
     def run_slots(slot: ir.Value, pixels: int) -> list[list[ir.Value]]:
         first = b.mul(slot, const_i64(per_run), flags=["nuw", "nsw"])
@@ -361,40 +408,36 @@ def _emit_planes(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> None:
                 slot = b.sub(step, b.mul(oh0, const_i64(g.runs), flags=["nuw", "nsw"]), flags=["nuw", "nsw"])
                 g.by_width(b, run, lambda pixels, runs: body(oh, ow0, step, slot, pixels, runs))
 
-    with for_range(b, ctx.begin, ctx.end, f"{name}.item") as item:
-        pairs = g.blocks // g.per_item
-        if match.band_major():
-            n, band, pair = delinearize(b, item, (g.batch, match.bands(), pairs), f"{name}.item")
-        else:
-            n, pair, band = delinearize(b, item, (g.batch, pairs, match.bands()), f"{name}.item")
-        ob = b.mul(pair, const_i64(g.per_item), name=f"{name}.ob", flags=["nuw", "nsw"])
-        oh0 = b.mul(band, const_i64(match.band), name=f"{name}.oh0", flags=["nuw", "nsw"])
-        oh_end = b.add(oh0, const_i64(match.band), flags=["nuw", "nsw"])
-        oh_end = b.select(b.icmp_signed("<", oh_end, const_i64(g.oh)), oh_end, const_i64(g.oh), name=f"{name}.oh_end")
-        with for_range(b, 0, match.band * g.runs * per_run, f"{name}.zero") as v:
-            b.store(constant(vec, [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
-        with for_range(b, 0, chunks, f"{name}.chunk") as chunk:
-            c_lo = b.mul(chunk, const_i64(match.chunk), flags=["nuw", "nsw"])
-            c_hi = b.add(c_lo, const_i64(match.chunk), flags=["nuw", "nsw"])
-            c_hi = b.select(b.icmp_signed("<", c_hi, const_i64(g.group_channels)), c_hi, const_i64(g.group_channels))
+    return run_slots, loaded, each_run
 
-            def accumulate_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int,
-                               runs: range) -> None:
-                at = _Item(n, ob, oh, ow0, step)
-                stored = run_slots(slot, pixels)
-                slots = loaded(stored)  # registers for the chunk's accumulation, the scratch around it
-                inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
-                _accumulate_columns(ctx, conv, g, at, slots, inside, list(runs), (c_lo, c_hi))
-                for block_slots, block_stored in zip(slots, stored):
-                    for slot, where in zip(block_slots, block_stored):
-                        b.store(b.load(slot), where)
 
-            each_run(oh0, oh_end, accumulate_run)
+def _accumulate_band(ctx: KernelContext, match: ConvMatch, g: ConvGeometry, scratch: ir.Value, n: ir.Value,
+                     ob: ir.Value, oh0: ir.Value, oh_end: ir.Value) -> None:
+    """The band item's accumulators in `scratch`: zeroed, then every input channel chunk by chunk."""
+    conv = match.epilogue.contraction
+    b = ctx.builder
+    name = conv.out.name
+    run_slots, loaded, each_run = _band_runs(ctx, match, g, scratch)
+    chunks = ceil_div(g.group_channels, match.chunk)
+    with for_range(b, 0, scratch.type.pointee.count, f"{name}.zero") as v:
+        b.store(constant(vector_of(g.lanes), [0.0] * g.lanes), b.gep(scratch, [ZERO, v], inbounds=True))
+    with for_range(b, 0, chunks, f"{name}.chunk") as chunk:
+        c_lo = b.mul(chunk, const_i64(match.chunk), flags=["nuw", "nsw"])
+        c_hi = b.add(c_lo, const_i64(match.chunk), flags=["nuw", "nsw"])
+        c_hi = b.select(b.icmp_signed("<", c_hi, const_i64(g.group_channels)), c_hi, const_i64(g.group_channels))
 
-        def finish_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int, _: range) -> None:
-            _partners_and_store(ctx, epilogue, g, _Item(n, ob, oh, ow0, step), loaded(run_slots(slot, pixels)))
+        def accumulate_run(oh: ir.Value, ow0: ir.Value, step: ir.Value, slot: ir.Value, pixels: int,
+                           runs: range) -> None:
+            at = _Item(n, ob, oh, ow0, step)
+            stored = run_slots(slot, pixels)
+            slots = loaded(stored)  # registers for the chunk's accumulation, the scratch around it
+            inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
+            _accumulate_columns(ctx, conv, g, at, slots, inside, list(runs), (c_lo, c_hi))
+            for block_slots, block_stored in zip(slots, stored):
+                for slot_, where in zip(block_slots, block_stored):
+                    b.store(b.load(slot_), where)
 
-        each_run(oh0, oh_end, finish_run)
+        each_run(oh0, oh_end, accumulate_run)
 
 
 @dataclass(frozen=True)

@@ -219,17 +219,18 @@ def emit_static_object(plan: ExecutionPlan, target: CpuTarget, prefix: str) -> b
     bodies: list[str] = []
     seen: set[str] = set()
     for index in range(len(plan.kernels)):
-        symbol, text = kernel_body(plan, target, index, machine)
-        bodies.append(symbol)
-        if symbol in seen:  # equal work, one body (build.py)
-            continue
-        seen.add(symbol)
-        optimized = optimize_text(text, machine, "CPU")
-        check_module(optimized)
-        if linked is None:
-            linked = optimized
-        else:
-            linked.link_in(optimized)
+        body = kernel_body(plan, target, index, machine)
+        bodies.append(body.symbol)
+        for symbol, text in ((body.symbol, body.text), *body.helpers):
+            if symbol in seen:  # equal work, one body or helper (build.py)
+                continue
+            seen.add(symbol)
+            optimized = optimize_text(text, machine, "CPU")
+            check_module(optimized, frozenset(helper for helper, _ in body.helpers))
+            if linked is None:
+                linked = optimized
+            else:
+                linked.link_in(optimized)
     with tempfile.TemporaryDirectory(prefix="aot-emit-c-") as tmp:
         path = os.path.join(tmp, "weights.bin")
         with open(path, "wb") as f:

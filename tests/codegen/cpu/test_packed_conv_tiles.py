@@ -31,7 +31,8 @@ def _plan(make, target: CpuTarget) -> ExecutionPlan:
 
 
 def _body_text(plan: ExecutionPlan, target: CpuTarget) -> str:
-    return "\n".join(kernel_body(plan, target, i, target.target_machine())[1] for i in range(len(plan.kernels)))
+    machine = target.target_machine()
+    return "\n".join(text for i in range(len(plan.kernels)) for text in kernel_body(plan, target, i, machine).texts)
 
 
 def _check_on(make, target: CpuTarget, pieces: int = 3) -> None:

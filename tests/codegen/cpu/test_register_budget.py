@@ -124,8 +124,8 @@ def _fma_loops_touching_the_stack(make, cpu: str) -> tuple[int, int]:
     plan = run_pipeline(make())
     machine = target.target_machine()
     # each kernel's body as the build optimizes it (its own module and pipeline)
-    assembly = "".join(machine.emit_assembly(optimize_text(kernel_body(plan, target, i, machine)[1], machine, "CPU"))
-                       for i in range(len(plan.kernels)))
+    assembly = "".join(machine.emit_assembly(optimize_text(text, machine, "CPU"))
+                       for i in range(len(plan.kernels)) for text in kernel_body(plan, target, i, machine).texts)
     loops: list[str] = []
     label, body = None, []
     for line in assembly.splitlines():
