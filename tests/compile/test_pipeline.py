@@ -40,6 +40,17 @@ def test_pipeline_dumps_after_each_changing_pass(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_without_a_dump_folder_nothing_is_printed_for_it(monkeypatch):
+    import aot.pipeline
+
+    printed = []
+    monkeypatch.setattr(aot.pipeline, "print_graph", lambda graph: printed.append(graph) or "")
+    monkeypatch.setattr(aot.pipeline, "explain", lambda kernels: printed.append(kernels) or "")
+    monkeypatch.setattr(aot.pipeline, "describe_plan", lambda plan: printed.append(plan) or "")
+    plan = run_pipeline(parse_graph(ir(MODEL)), PipelineOptions())
+    assert len(plan.kernels) == 2 and printed == []
+
+
 def test_verbose_lines_say_what_each_pass_changed():
     graph = parse_graph(ir("""
         graph @g(%x: f32[2,3]) {
