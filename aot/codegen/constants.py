@@ -70,6 +70,8 @@ def _key(value: Any) -> Any:
             return (int, tuple(value))
         if value and all(type(v) is float for v in value):
             return (float, struct.pack(f"<{len(value)}d", *value))
+        if value and all(type(v) is bool for v in value):  # lane masks of selects and masked loads
+            return (bool, tuple(value))
         keys = tuple(_key(v) for v in value)
         return _UNCACHED if any(k is _UNCACHED for k in keys) else keys
     if value is None or value is ir.Undefined:

@@ -25,6 +25,11 @@ def test_values_that_print_differently_are_different_constants():
     assert str(constant(I1, 1)) == str(ir.Constant(I1, 1))
     assert constant(I32, 1) is not constant(ir.IntType(64), 1)
     assert str(constant(ir.VectorType(F32, 2), ir.Undefined)) == str(ir.Constant(ir.VectorType(F32, 2), ir.Undefined))
+    mask = [True, False, True, True]  # a lane mask, and its ints: printed `i1 true` and `i1 1`
+    bools, ints = constant(ir.VectorType(I1, 4), mask), constant(ir.VectorType(I1, 4), [int(v) for v in mask])
+    assert bools is not ints and bools is constant(ir.VectorType(I1, 4), tuple(mask))
+    assert str(bools) == str(ir.Constant(ir.VectorType(I1, 4), mask))
+    assert str(ints) == str(ir.Constant(ir.VectorType(I1, 4), [int(v) for v in mask]))
     nan = float("nan")
     assert constant(F32, nan) is constant(F32, nan) and str(constant(F32, nan)) == str(ir.Constant(F32, nan))
     assert str(constant(ir.DoubleType(), -nan)) == str(ir.Constant(ir.DoubleType(), -nan))

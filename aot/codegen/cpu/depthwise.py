@@ -43,6 +43,7 @@ and epilogues that read the conv other than elementwise at the root's index.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -355,17 +356,19 @@ def plane_vector_starts(w: Window) -> list[int]:
     return [min(start, pixels - LANES) for start in range(0, pixels, LANES)]
 
 
-def _tap_mask(w: Window, start: int, i: int, j: int) -> list[bool]:
-    """Lanes of the vector at `start` whose tap (i, j) reads inside the input (not padding)."""
+@functools.lru_cache(maxsize=1 << 14)
+def _tap_mask(w: Window, start: int, i: int, j: int) -> tuple[bool, ...]:
+    """Lanes of the vector at `start` whose tap (i, j) reads inside the input (not padding).
+    Memoized: a plane's group signatures and its code ask for each several times."""
     mask = []
     for p in range(start, start + LANES):
         h = p // w.out_w + i * w.dilation[0] - w.pad_low[0]
         col = p % w.out_w + j * w.dilation[1] - w.pad_low[1]
         mask.append(0 <= h < w.height and 0 <= col < w.width)
-    return mask
+    return tuple(mask)
 
 
-def _tap_pieces(target: CpuTarget, w: Window, start: int, i: int, j: int, mask: list[bool]) -> list[str]:
+def _tap_pieces(target: CpuTarget, w: Window, start: int, i: int, j: int, mask: tuple[bool, ...]) -> list[str]:
     """How _load_tap reads each register-wide piece of tap (i, j) of the vector at `start`:
     "zero" (padding in every lane), "plain" (a load inside the plane) or "masked" (reaching past it)."""
     at = start + (i * w.dilation[0] - w.pad_low[0]) * w.width + j * w.dilation[1] - w.pad_low[1]
@@ -383,7 +386,7 @@ def _tap_pieces(target: CpuTarget, w: Window, start: int, i: int, j: int, mask: 
 
 
 def _load_tap(b: ir.IRBuilder, target: CpuTarget, w: Window, plane: ir.Value, start: int, i: int, j: int,
-              mask: list[bool], name: str, base: ir.Value | None = None) -> ir.Value:
+              mask: tuple[bool, ...], name: str, base: ir.Value | None = None) -> ir.Value:
     """<LANES x f32>: tap (i, j) of the vector at `start` (plus `base` pixels: a group
     loop's run-time offset, under which every piece reads as at `start`), 0 where it reads
     padding; in pieces one register wide. A piece that stays inside the plane is a plain
