@@ -210,6 +210,38 @@ def test_several_inputs_and_outputs_with_unusual_names(tmp_path):
         _close(ours, theirs) if ours.dtype.kind == "f" else np.testing.assert_array_equal(ours, theirs)
 
 
+def _two_convs_one_shape() -> onnx.ModelProto:
+    """Two 3x3 convs of one shape (64 -> 64 channels, 7x7) with other weights and epilogues:
+    their weights outgrow L1, so both run in band items whose accumulation is one shared
+    helper function (codegen/cpu/body.py: new_helper), linked into the static object once."""
+    rng = np.random.default_rng(4)
+
+    def weight(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), name)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["a"]),
+             helper.make_node("Conv", ["x", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["b"])]
+    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 7, 7])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 64, 7, 7]) for n in "ab"],
+                              initializer=[weight("w1", (64, 64, 3, 3)), weight("b1", (64,)), weight("w2", (64, 64, 3, 3))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_convs_sharing_a_helper_function_match_onnxruntime(tmp_path):
+    model = _two_convs_one_shape()
+    path = tmp_path / "convs.onnx"
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "out"
+    emit_c(path, out)
+    info = described(out, "convs")
+    x = np.random.default_rng(5).standard_normal((1, 64, 7, 7)).astype(np.float32)
+    program = build(driver_source([info]), tmp_path, [out], [out / "convs.o"])
+    got = run_models(program, tmp_path, {"convs": [x]}, {"convs": info})["convs"]
+    for ours, theirs in zip(got, _ort(model, {"x": x})):
+        _close(ours, theirs)
+
+
 def _vad() -> onnx.ModelProto:
     """An If whose else branch cannot run at the compiled shape: a run-time check (as in
     tests/end_to_end/test_runtime_checks.py), whose failure the entry returns as its status."""
