@@ -376,8 +376,9 @@ def compile_model(
     if log:
         log(f"{'import':<14} {(time.perf_counter() - started) * 1000:8.1f} ms  {len(graph.nodes)} nodes")
     # weights are packed once for every CPU variant (one plan, one weights section); a GPU-only
-    # compile runs the same pipeline with the default width
-    passes = default_passes(plan_lanes(cpu_targets)) if cpu_targets else default_passes()
+    # compile runs the same pipeline with the default width. Stems are padded explicitly for
+    # CPU code alone: a plan the GPU shares keeps its convs' padding (the GPU conv takes it)
+    passes = default_passes(plan_lanes(cpu_targets), pad_stems=not wants_gpu) if cpu_targets else default_passes()
     donations = choose_donations(graph, donate, infer_donation)
     if log:
         for pair, inferred in zip(donations.pairs, donations.inferred):

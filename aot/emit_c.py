@@ -133,7 +133,7 @@ def emit_c(
     started = time.perf_counter()
     graph, _, _ = import_model(model, shapes, bind)
     donations = choose_donations(graph, donate, infer_donation)
-    plan = run_pipeline(graph, PipelineOptions(log=log, passes=default_passes(plan_lanes([target])),
+    plan = run_pipeline(graph, PipelineOptions(log=log, passes=default_passes(plan_lanes([target]), pad_stems=True),
                                                donations=list(donations.pairs)))
     obj = emit_static_object(plan, target, prefix)
     idents = unique_identifiers([*graph.input_names, *graph.output_names])

@@ -50,10 +50,12 @@ def import_cleanup() -> list[Pass]:
     return [DeadCodeElim()]
 
 
-def default_passes(lanes: int = 16) -> list[Pass]:
-    """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes)."""
+def default_passes(lanes: int = 16, pad_stems: bool = False) -> list[Pass]:
+    """`lanes`: the target's f32 vector width for packed weights (CpuTarget.vector_lanes);
+    `pad_stems`: a stem conv reads an explicitly padded input (Layout; for CPU code only: the
+    GPU's convs take their padding as it is)."""
     return [ConstFold(), Simplify(), ScatterTranspose(), StackedUpdates(), GroupedDot(), FoldScale(), CommonSubexprElim(),
-            DeadCodeElim(), OutputCopies(), PatchConv(), Layout(lanes)]
+            DeadCodeElim(), OutputCopies(), PatchConv(), Layout(lanes, pad_stems)]
 
 
 @dataclass

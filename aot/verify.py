@@ -260,7 +260,7 @@ def _bisect_passes(model: Path, shapes: Any, bind: Any, feeds: Mapping[str, np.n
             if problem:
                 return Divergence("pass", p.name, f"after import: after this pass the graph differs from the "
                                                   f"reference: {problem}")
-    passes = default_passes(plan_lanes(resolve_cpu_targets(cpu)))
+    passes = default_passes(plan_lanes(resolve_cpu_targets(cpu)), pad_stems=True)
     for round_index in range(MAX_ROUNDS):
         changed_any = False
         for p in passes:

@@ -42,7 +42,7 @@ def load_shared(shared_object: bytes) -> ctypes.CDLL:
 def compile_and_run(graph: Graph, feeds: dict[str, np.ndarray], pieces: int = 1,
                     target: CpuTarget = HOST) -> tuple[list[np.ndarray], ExecutionPlan]:
     # packed for the target's vector width, as aot.compile does
-    plan = run_pipeline(graph, PipelineOptions(passes=default_passes(target.vector_lanes)))
+    plan = run_pipeline(graph, PipelineOptions(passes=default_passes(target.vector_lanes, pad_stems=True)))
     code = emit_cpu(plan, target)
     lib = load_shared(code.shared_object)
     ins = [np.ascontiguousarray(feeds[v.name], dtype=np.float32) for v in graph.inputs]

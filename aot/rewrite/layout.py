@@ -80,20 +80,24 @@ def pack_conv_weight(w: np.ndarray, lanes: int) -> np.ndarray:
 NARROW_TAPS = 64
 # the narrowest blocks a grouped conv packs into (Layout._conv_lanes)
 MIN_GROUP_LANES = 4
-# the smallest window (KH * KW) whose narrow conv reads an explicitly padded input
+# the smallest window (KH * KW) whose narrow conv, or stem (_pads_stem), reads an explicitly padded input
 PADDED_WINDOW = 25
+# the most input channels of a stem (_pads_stem)
+STEM_CHANNELS = 4
 
 
 class Layout(Pass):
     """Pack constant dot/conv weights into [blocks, ..., lanes] layouts.
 
-    `lanes` is the f32 vector width of the target: 16 for AVX-512, 8 for AVX2.
+    `lanes` is the f32 vector width of the target: 16 for AVX-512, 8 for AVX2. `pad_stems`:
+    a stem conv reads an explicitly padded input (_pads_stem).
     """
 
     name = "layout"
 
-    def __init__(self, lanes: int = 16):
+    def __init__(self, lanes: int = 16, pad_stems: bool = False):
         self.lanes = lanes
+        self.pad_stems = pad_stems  # _pads_stem: for CPU code, whose packed conv generates border runs
 
     def run(self, graph: Graph) -> bool:
         users = graph.users()
@@ -184,14 +188,21 @@ class Layout(Pass):
         return None
 
     def _pack_conv(self, graph: Graph, node: Node, w: np.ndarray, lanes: int) -> None:
-        """`w` is the conv's own weight (1-d or 2-d): the packed op keeps the conv's rank and attributes."""
+        """`w` is the conv's own weight (1-d or 2-d): the packed op keeps the conv's rank and
+        attributes, but for a stem's padding (_pads_stem), which an explicit pad takes over."""
         packing = conv_packing(lanes)
         b = Builder(graph, index=graph.index_of(node), loc=node.loc)
         name = node.out.name
         wp = b.constant(packing.pack(w), name=graph.fresh_name(f"{name}.packed_w"))
         attrs = node.attrs
-        result = b.op("packed_conv", [node.inputs[0], wp], name=graph.fresh_name(f"{name}.packed"),
-                      strides=attrs["strides"], padding=attrs["padding"], dilation=attrs["dilation"],
+        x, padding = node.inputs[0], attrs["padding"]
+        if self.pad_stems and _pads_stem(node, w):
+            (top, bottom), (left, right) = padding
+            x = b.op("pad", [x], name=graph.fresh_name(f"{name}.padded_in"), low=(0, 0, top, left),
+                     high=(0, 0, bottom, right), value=0.0)
+            padding = ((0, 0), (0, 0))
+        result = b.op("packed_conv", [x, wp], name=graph.fresh_name(f"{name}.packed"),
+                      strides=attrs["strides"], padding=padding, dilation=attrs["dilation"],
                       groups=attrs["groups"], channels=w.shape[0], **packing.attrs())
         _replace(graph, node, result)
 
@@ -321,6 +332,19 @@ def _hoist(graph: Graph, constant: Node, before: Node) -> None:
     if here > there:
         graph.nodes.pop(here)
         graph.nodes.insert(there, constant)
+
+
+def _pads_stem(node: Node, w: np.ndarray) -> bool:
+    """A 2-d conv over a few input channels (an image model's stem) with a large padded window
+    reads an explicitly padded input: the copy is small (3 channels), and without padding the
+    packed conv has no border runs, whose code per run and tap column was a third of resnet18's
+    largest body (its 7x7 stem)."""
+    attrs = node.attrs
+    if w.ndim != 4 or attrs["groups"] != 1 or w.shape[1] > STEM_CHANNELS or w.shape[2] * w.shape[3] < PADDED_WINDOW:
+        return False
+    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
+        return False
+    return any(tuple(p) != (0, 0) for p in attrs["padding"]) and all(lo >= 0 and hi >= 0 for lo, hi in attrs["padding"])
 
 
 def _pads_narrow_conv(graph: Graph, node: Node, w: np.ndarray) -> bool:

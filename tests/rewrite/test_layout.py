@@ -35,8 +35,8 @@ def conv_graph(x_shape: tuple[int, ...], out_channels: int, kernel: tuple[int, i
     return g
 
 
-def packed(graph: Graph, lanes: int = 16) -> tuple[bool, Graph]:
-    changed = Layout(lanes).run(graph)
+def packed(graph: Graph, lanes: int = 16, pad_stems: bool = True) -> tuple[bool, Graph]:
+    changed = Layout(lanes, pad_stems).run(graph)
     DeadCodeElim().run(graph)
     verify_graph(graph)
     return changed, graph
@@ -217,3 +217,34 @@ def test_small_window_depthwise_conv_keeps_its_padding():
     # MobileNetV2's 3x3: the copy would cost more than the masked border loads
     _, g = packed(conv_graph((1, 8, 12, 12), 8, (3, 3), groups=8, padding=((1, 1), (1, 1))))
     assert [n.op for n in g.nodes if n.op != "constant"] == ["conv"]
+
+
+@pytest.mark.parametrize("strides", [(2, 2), (1, 1)])
+def test_a_stem_with_a_large_window_reads_an_explicitly_padded_input(strides):
+    # resnet18's stem: 3 channels, 7x7, stride 2, padding 3: a pad op (a small copy), and the
+    # packed conv unpadded (no border runs to generate)
+    x_shape = (2, 3, 20, 18)
+    graph = lambda: conv_graph(x_shape, 16, (7, 7), strides=strides, padding=((3, 3), (3, 2)))  # noqa: E731
+    feeds = {"x": np.random.default_rng(10).standard_normal(x_shape)}
+    expected = interpret(graph(), feeds)
+    changed, g = packed(graph())
+    assert changed
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["pad", "packed_conv"]
+    (pad,) = [n for n in g.nodes if n.op == "pad"]
+    assert pad.attrs["low"] == (0, 0, 3, 3) and pad.attrs["high"] == (0, 0, 3, 2)
+    (conv,) = [n for n in g.nodes if n.op == "packed_conv"]
+    assert conv.inputs[0] is pad.out and conv.attrs["padding"] == ((0, 0), (0, 0))
+    np.testing.assert_allclose(interpret(g, feeds)[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels,kernel", [(3, (3, 3)), (8, (7, 7))])
+def test_a_small_window_or_a_wide_input_keeps_the_packed_conv_padded(channels, kernel):
+    # mobilenetv2's 3x3 stem, and a 7x7 conv over 8 channels (a copy of those costs more)
+    _, g = packed(conv_graph((1, channels, 20, 20), 16, kernel, padding=((1, 1), (1, 1))))
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["packed_conv"]
+
+
+def test_a_stem_for_the_gpu_keeps_its_padding():
+    # the GPU's implicit-GEMM conv takes padding as it is: no copy, no kernel more
+    _, g = packed(conv_graph((1, 3, 20, 20), 16, (7, 7), strides=(2, 2), padding=((3, 3), (3, 3))), pad_stems=False)
+    assert [n.op for n in g.nodes if n.op != "constant"] == ["packed_conv"]

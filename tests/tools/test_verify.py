@@ -87,8 +87,8 @@ def test_a_broken_pass_is_named(tmp_path, monkeypatch):
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
     original = aot.pipeline.default_passes
 
-    def with_broken_pass(lanes: int = 16):
-        return [_SubBecomesAdd(), *original(lanes)]
+    def with_broken_pass(lanes: int = 16, pad_stems: bool = False):
+        return [_SubBecomesAdd(), *original(lanes, pad_stems)]
 
     monkeypatch.setattr(aot.pipeline, "default_passes", with_broken_pass)
     monkeypatch.setattr(aot.driver, "default_passes", with_broken_pass)

@@ -104,7 +104,10 @@ def test_a_relu_epilogue_keeps_nan(make):
 def test_conv_bias_relu(x_shape, o, kernel, groups, strides, padding, dilation):
     make = conv2d(x_shape, o, kernel, "bias_relu", groups, strides, padding, dilation)
     plan = check(make, feeds_for(make), pieces=3)
-    assert emitters(plan) == [CONV_EMITTER]
+    # a stem (few channels, a large padded window: lenet's conv1) reads an explicitly padded
+    # input (rewrite/layout.py), a kernel of its own on the elemental path
+    stem = x_shape[1] <= 4 and kernel[0] * kernel[1] >= 25 and padding != ((0, 0), (0, 0))
+    assert emitters(plan) == [None, CONV_EMITTER] if stem else [CONV_EMITTER]
 
 
 @pytest.mark.parametrize("epilogue", ["none", "residual_tanh", "two_consumers"])
