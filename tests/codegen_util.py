@@ -184,3 +184,16 @@ def rand(shape, dtype, rng, low=-3.0, high=3.0):
         info = np.iinfo(dt)
         return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dt)
     return rng.uniform(low, high, size=shape).astype(dt)
+
+
+def count_calls(monkeypatch, owner, name: str) -> list[int]:
+    """Count the calls of owner.name from now on (calls[0]); llvmlite's, say: outside the code
+    the kernel fingerprints digest."""
+    calls = [0]
+    real = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(owner, name, counted)
+    return calls

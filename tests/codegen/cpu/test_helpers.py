@@ -18,6 +18,7 @@ from aot.interpreter import interpret
 from aot.ir import Builder, DType, Graph, TensorType
 from aot.pipeline import PipelineOptions, default_passes, run_pipeline
 from bodies_util import bias_relu, compile_and_run, feeds_for, seeded_constant
+from codegen_util import count_calls
 from targets_util import cpus_to_check
 
 # AVX2: a block's 3x3 weights over 64 channels (36 KB) outgrow L1, so the conv runs in band
@@ -75,25 +76,14 @@ def test_bodies_calling_a_helper_compute_the_convs(target, pieces):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)  # 576 products a sum, in another order
 
 
-def _count(monkeypatch, owner, name: str) -> list[int]:
-    calls = [0]
-    real = getattr(owner, name)
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return real(*args, **kwargs)
-    monkeypatch.setattr(owner, name, counted)
-    return calls
-
-
 def test_a_warm_compile_finds_the_helpers_by_the_fingerprints(tmp_path, monkeypatch):
     cache = ObjectCache(tmp_path)
     plan = _plan(V3)
     cold = emit_cpu(plan, V3, jobs=1, cache=cache)
     aliases = [p.read_text() for p in (tmp_path / "aliases").rglob("*.txt")]
     assert sum(" aot_helper_" in alias for alias in aliases) == 2  # each conv's alias names the helper
-    parsed = _count(monkeypatch, llvmlite.binding, "parse_assembly")
-    printed = _count(monkeypatch, llvmlite.ir.Module, "__repr__")
+    parsed = count_calls(monkeypatch, llvmlite.binding, "parse_assembly")
+    printed = count_calls(monkeypatch, llvmlite.ir.Module, "__repr__")
     warm = emit_cpu(plan, V3, jobs=1, cache=cache)
     assert warm.shared_object == cold.shared_object
     assert parsed == [0] and printed == [1]  # only the entry printed, nothing compiled

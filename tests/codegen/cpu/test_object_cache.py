@@ -12,7 +12,7 @@ from aot.codegen.cpu import emit_cpu
 from aot.codegen.cpu.cache import EVICT_INTERVAL_S, MAGIC, ObjectCache, default_cache_dir, object_key
 from aot.codegen.cpu.target import CpuTarget
 from aot.ir import DType
-from codegen_util import HOST, graph_with_inputs, simple_plan
+from codegen_util import HOST, count_calls, graph_with_inputs, simple_plan
 
 KEY = "ab" + "0" * 62
 
@@ -106,18 +106,6 @@ def test_key_depends_on_text_and_target():
     assert object_key("define void @f() { ret void }", v3) != object_key("define void @f() { ret void }", v4)
 
 
-def _count(monkeypatch, owner, name: str) -> list[int]:
-    """Count calls of owner.name (llvmlite's: outside the code the fingerprints digest)."""
-    calls = [0]
-    real = getattr(owner, name)
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return real(*args, **kwargs)
-    monkeypatch.setattr(owner, name, counted)
-    return calls
-
-
 def test_warm_compile_builds_and_emits_nothing_and_gives_the_same_bytes(tmp_path, monkeypatch):
     import llvmlite.binding
     import llvmlite.ir
@@ -126,8 +114,8 @@ def test_warm_compile_builds_and_emits_nothing_and_gives_the_same_bytes(tmp_path
     plan = _plan()
     cold = emit_cpu(plan, HOST, jobs=1, cache=cache)
     assert list((tmp_path / "objects").iterdir()) and list((tmp_path / "aliases").iterdir())
-    parsed = _count(monkeypatch, llvmlite.binding, "parse_assembly")
-    printed = _count(monkeypatch, llvmlite.ir.Module, "__repr__")
+    parsed = count_calls(monkeypatch, llvmlite.binding, "parse_assembly")
+    printed = count_calls(monkeypatch, llvmlite.ir.Module, "__repr__")
     warm = emit_cpu(plan, HOST, jobs=1, cache=cache)
     assert warm.shared_object == cold.shared_object
     assert parsed == [0]  # nothing compiled
@@ -143,7 +131,7 @@ def test_a_compile_with_moved_buffers_reuses_the_bodies(tmp_path, monkeypatch):
     # the same kernels over buffers elsewhere in the arena: only the entry changes
     moved = type(plan)(plan.graph, plan.kernels, {name: _shifted(s) for name, s in plan.slices.items()},
                        plan.arena_bytes + 4096, 0, plan.weights)
-    parsed = _count(monkeypatch, llvmlite.binding, "parse_assembly")
+    parsed = count_calls(monkeypatch, llvmlite.binding, "parse_assembly")
     second = emit_cpu(moved, HOST, jobs=1, cache=cache)
     assert parsed == [1]  # the entry
     assert second.shared_object != first.shared_object
