@@ -88,7 +88,8 @@ def matched_body(match: Callable[[Kernel, CpuTarget], Any], items: Callable[[Any
                        lambda ctx: emit(ctx, matched(ctx.kernel, ctx.target)))
 
 
-def new_helper(ctx: KernelContext, operands: Sequence[Value], extra: Sequence[ir.Type]) -> tuple[ir.Function, KernelContext, Callable[[], None]]:
+def new_helper(ctx: KernelContext, operands: Sequence[Value],
+               extra: Sequence[ir.Type]) -> tuple[ir.Function, KernelContext, Callable[[], None]]:
     """A function the body calls, defined in a module of its own: `void helper(i8* operand...,
     extra...)`. Returns its declaration in the body's module, a context emitting its definition
     (a float pointer for each f32 operand, its own elemental emitter and allocas) and `finish`,

@@ -113,7 +113,7 @@ def kernel_body(plan: ExecutionPlan, target: CpuTarget, index: int, machine: llv
     marker = OWN_VECTORS if body is not None and body.own_vectors else ""
     text = numbered_constants(module_text(module, machine), module)
     named = []
-    for number, helper in enumerate(helpers):
+    for helper in helpers:
         placeholder = helper.name  # body.new_helper: HELPER + its number among the body's helpers
         helper_text = marker + numbered_constants(module_text(helper, machine), helper)
         # hashed under one name whatever its place among the body's helpers
