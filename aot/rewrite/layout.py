@@ -197,10 +197,7 @@ class Layout(Pass):
         attrs = node.attrs
         x, padding = node.inputs[0], attrs["padding"]
         if self.pad_stems and _pads_stem(node, w):
-            (top, bottom), (left, right) = padding
-            x = b.op("pad", [x], name=graph.fresh_name(f"{name}.padded_in"), low=(0, 0, top, left),
-                     high=(0, 0, bottom, right), value=0.0)
-            padding = ((0, 0), (0, 0))
+            x, padding = _explicitly_padded(graph, b, node), ((0, 0), (0, 0))
         result = b.op("packed_conv", [x, wp], name=graph.fresh_name(f"{name}.packed"),
                       strides=attrs["strides"], padding=padding, dilation=attrs["dilation"],
                       groups=attrs["groups"], channels=w.shape[0], **packing.attrs())
@@ -339,12 +336,22 @@ def _pads_stem(node: Node, w: np.ndarray) -> bool:
     reads an explicitly padded input: the copy is small (3 channels), and without padding the
     packed conv has no border runs, whose code per run and tap column was a third of resnet18's
     largest body (its 7x7 stem)."""
-    attrs = node.attrs
-    if w.ndim != 4 or attrs["groups"] != 1 or w.shape[1] > STEM_CHANNELS or w.shape[2] * w.shape[3] < PADDED_WINDOW:
-        return False
-    if any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
-        return False
-    return any(tuple(p) != (0, 0) for p in attrs["padding"]) and all(lo >= 0 and hi >= 0 for lo, hi in attrs["padding"])
+    return (w.ndim == 4 and node.attrs["groups"] == 1 and w.shape[1] <= STEM_CHANNELS
+            and w.shape[2] * w.shape[3] >= PADDED_WINDOW and _padding_can_be_explicit(node.attrs))
+
+
+def _padding_can_be_explicit(attrs: dict) -> bool:
+    """A conv with some padding, none of it negative (a crop), and no lhs dilation."""
+    padding = attrs["padding"]
+    return (any(tuple(p) != (0, 0) for p in padding) and all(lo >= 0 and hi >= 0 for lo, hi in padding)
+            and all(d == 1 for d in attrs.get("lhs_dilation", (1, 1))))
+
+
+def _explicitly_padded(graph: Graph, b: Builder, conv: Node) -> Value:
+    """A zero pad op of `conv`'s input by the conv's 2-d padding, made with `b`."""
+    (top, bottom), (left, right) = conv.attrs["padding"]
+    return b.op("pad", [conv.inputs[0]], name=graph.fresh_name(f"{conv.out.name}.padded_in"), low=(0, 0, top, left),
+                high=(0, 0, bottom, right), value=0.0)
 
 
 def _pads_narrow_conv(graph: Graph, node: Node, w: np.ndarray) -> bool:
@@ -362,17 +369,13 @@ def _pads_narrow_conv(graph: Graph, node: Node, w: np.ndarray) -> bool:
     x = node.inputs[0]
     if w.ndim != 4 or x.type.rank != 4 or node.out.type.dtype is not DType.F32 or x.type.size == 0:
         return False
-    if all(tuple(p) == (0, 0) for p in attrs["padding"]) or any(d != 1 for d in attrs.get("lhs_dilation", (1, 1))):
+    if not _padding_can_be_explicit(attrs):
         return False
     if w.shape[1] * w.shape[2] * w.shape[3] > NARROW_TAPS or w.shape[2] * w.shape[3] < PADDED_WINDOW:
         return False
-    if any(lo < 0 or hi < 0 for lo, hi in attrs["padding"]):
-        return False
-    (top, bottom), (left, right) = attrs["padding"]
     b = Builder(graph, index=graph.index_of(node), loc=node.loc)
     name = node.out.name
-    xp = b.op("pad", [x], name=graph.fresh_name(f"{name}.padded_in"), low=(0, 0, top, left),
-              high=(0, 0, bottom, right), value=0.0)
+    xp = _explicitly_padded(graph, b, node)
     unpadded = dict(attrs)
     unpadded["padding"] = ((0, 0), (0, 0))
     y = b.op("conv", [xp, node.inputs[1]], name=graph.fresh_name(f"{name}.unpadded"), **unpadded)
