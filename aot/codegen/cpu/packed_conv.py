@@ -49,7 +49,8 @@ from aot.codegen.loops import branch, const_i64, delinearize, for_range
 from aot.codegen.math import F32, intrinsic
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector_epilogue import store_run
-from aot.codegen.cpu.vector import accumulator_budget, fma, load_vector, registers_per_vector, splat, store_vector, vector_of
+from aot.codegen.cpu.vector import (accumulator_budget, fma, load_vector, prefetch, registers_per_vector, splat,
+                                   store_vector, vector_of)
 from aot.ir.graph import Node, Value
 from aot.ir.ops import Packing
 from aot.ir.types import DType
@@ -75,6 +76,11 @@ PREFETCH_MIN_WEIGHT_BYTES = 1 << 20
 PREFETCH_MIN_MODEL_WEIGHT_BYTES = 16 << 20
 PREFETCH_LOCALITY = 2  # prefetcht1: into L2
 CACHE_LINE_FLOATS = 16
+# a narrow input (the stem's image) comes from DRAM at the start of a run, and its strided rows
+# (a few per channel) outrun the hardware prefetchers: each item prefetches into L1 what the
+# next output row's items read (mobilenetv2's stem, 3 -> 32 at 224x224 stride 2, AVX-512)
+PREFETCH_ROWS_MAX_CHANNELS = 4
+PREFETCH_ROWS_LOCALITY = 3
 # band items (_channel_chunking): L1 data cache (32 KiB: every x86-64-v3/v4 server core has
 # at least that), the most accumulator scratch of a band, the weights of one chunk of input
 # channels. resnet18 on Zen 3 (32 KiB L1), kernels A/B against 20 KiB chunks: 56- and 28-wide
@@ -319,6 +325,8 @@ def _emit_conv(ctx: KernelContext, match: ConvMatch) -> None:
         # the item's place among its blocks' items: where it is in prefetching the next blocks' weights
         step = b.add(b.mul(oh, const_i64(g.runs), flags=["nuw", "nsw"]), run, flags=["nuw", "nsw"])
         at = _Item(n, ob, oh, ow0, step)
+        if _prefetches_rows(ctx, match, g):
+            _prefetch_next_rows(ctx, epilogue.contraction, g, at)
 
         def width(pixels: int, runs: range) -> None:
             inside = None if g.columns_always_inside() else _run_inside(b, g, ow0, pixels)
@@ -651,6 +659,33 @@ def _accumulate(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item, slot
         else:
             with b.if_then(row_ok):
                 row()
+
+
+def _prefetches_rows(ctx: KernelContext, match: ConvMatch, g: ConvGeometry) -> bool:
+    """Whether each item prefetches the input rows of the next output row (_prefetch_next_rows):
+    a buffer input of at most PREFETCH_ROWS_MAX_CHANNELS channels (the stem of an image model,
+    its input the model's, cold in DRAM at the start of a run)."""
+    x = match.epilogue.contraction.inputs[0]
+    return id(x) in ctx.params and g.in_channels <= PREFETCH_ROWS_MAX_CHANNELS and g.groups == 1
+
+
+def _prefetch_next_rows(ctx: KernelContext, conv: Node, g: ConvGeometry, at: _Item) -> None:
+    """Prefetch, for each input channel, the input rows output row oh + 1 reads and row oh does
+    not (its last min(stride, KH) tap rows), at the item's columns: the next row's items then
+    find them in L1. Rows and columns past the input name memory outside it, which a prefetch
+    may (it never faults)."""
+    b = ctx.builder
+    x_ptr = ctx.params[id(conv.inputs[0])]
+    first = b.sub(b.mul(at.ow0, const_i64(g.strides[1])), const_i64(g.pad_low[1]))
+    span = (g.pixels - 1) * g.strides[1] + (g.kw - 1) * g.dilation[1] + 1  # input columns of a wide run
+    next_first_row = b.sub(b.mul(b.add(at.oh, const_i64(1)), const_i64(g.strides[0])), const_i64(g.pad_low[0]))
+    image = b.mul(at.n, const_i64(g.in_channels * g.height * g.width))
+    for c in range(g.in_channels):
+        for t in range(min(g.strides[0], g.kh)):
+            h = b.add(next_first_row, const_i64((g.kh - 1 - t) * g.dilation[0]))
+            row = b.add(image, b.add(const_i64(c * g.height * g.width), b.mul(h, const_i64(g.width))))
+            for column in range(0, span + CACHE_LINE_FLOATS - 1, CACHE_LINE_FLOATS):
+                prefetch(b, x_ptr, b.add(row, b.add(first, const_i64(min(column, span - 1)))), PREFETCH_ROWS_LOCALITY)
 
 
 def _prefetch_next_blocks(b: ir.IRBuilder, weights: ir.Value, g: ConvGeometry, at: _Item, blocks: int,

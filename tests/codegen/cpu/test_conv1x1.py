@@ -202,3 +202,42 @@ def test_large_outputs_run_channel_block_major(target):
     whole, _ = compile_and_run(make(), feeds, target=target)
     split, _ = compile_and_run(make(), feeds, 7, target=target)
     np.testing.assert_array_equal(split[0], whole[0])
+
+
+# -- the next channel block's weight rows, prefetched where the weight is large -------------------
+def _body_text(make: Callable[[], Graph], target: CpuTarget) -> str:
+    from aot.codegen.cpu.build import kernel_body
+    from aot.pipeline import run_pipeline
+
+    plan = run_pipeline(make())
+    machine = target.target_machine()
+    return "\n".join(text for i in range(len(plan.kernels)) for text in kernel_body(plan, target, i, machine).texts)
+
+
+def test_large_weights_prefetch_the_next_blocks_rows():
+    from aot.codegen.cpu.conv1x1 import PREFETCH_MIN_WEIGHT_BYTES
+
+    target = CpuTarget.from_name("znver3")
+    large = pointwise((1, 160, 7, 7), 960)  # mobilenetv2's: 614 KB
+    small = pointwise((1, 16, 7, 7), 96)
+    assert _tiling(large, target).prefetches_weights and 160 * 960 * 4 >= PREFETCH_MIN_WEIGHT_BYTES
+    assert not _tiling(small, target).prefetches_weights
+    assert "llvm.prefetch" in _body_text(large, target)
+    assert "llvm.prefetch" not in _body_text(small, target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+@pytest.mark.parametrize("x_shape,o,epilogue", [
+    ((1, 40, 7, 7), 20, "bias_relu6"),  # the tail dots' items too; the last block prefetches past the weight
+    ((2, 9, 5, 6), 13, "residual"),  # two images, channel steps fewer than the tile's rows
+    ((1, 8, 112, 112), 48, "none"),  # channel-block-major items
+])
+def test_weight_prefetching_convs_match_the_reference(monkeypatch, target, x_shape, o, epilogue):
+    # prefetches change no result, but their addresses must be well formed
+    from aot.codegen.cpu import conv1x1
+
+    monkeypatch.setattr(conv1x1, "PREFETCH_MIN_WEIGHT_BYTES", 0)
+    make = pointwise(x_shape, o, epilogue)
+    assert _tiling(make, target).prefetches_weights
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert emitters(plan) == [POINTWISE_EMITTER]

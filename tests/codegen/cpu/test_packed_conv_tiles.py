@@ -219,3 +219,22 @@ def test_border_runs_load_plainly_without_selects(monkeypatch, cpu):
     assert input_selects(_body_text(_plan(make, target), target)) == []
     monkeypatch.setattr(packed_conv, "MAX_STATIC_BORDER_RUNS", 0)  # the checked variant
     assert input_selects(_body_text(_plan(make, target), target))
+
+
+# -- a narrow input's next rows, prefetched (packed_conv._prefetch_next_rows) ----------------
+def test_a_narrow_input_prefetches_the_next_rows_and_a_wide_one_not():
+    target = CpuTarget.from_name("znver3")
+    stem = conv2d((1, 3, 32, 32), 32, (3, 3), "bias_relu", strides=(2, 2), padding=((1, 1), (1, 1)))
+    wide = conv2d((1, 32, 8, 8), 32, (3, 3), "bias_relu", padding=((1, 1), (1, 1)))
+    assert "llvm.prefetch" in _body_text(_plan(stem, target), target)
+    assert "llvm.prefetch" not in _body_text(_plan(wide, target), target)
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=str)
+@pytest.mark.parametrize("x_shape,o,kernel,strides,padding", [
+    ((1, 3, 23, 29), 32, (3, 3), (2, 2), ((1, 1), (1, 1))),  # mobilenetv2's stem, smaller
+    ((2, 4, 9, 9), 16, (3, 3), (1, 1), ((1, 1), (1, 1))),  # two images: the last row of image 0 prefetches past it
+    ((1, 1, 12, 40), 16, (3, 3), (3, 3), ((0, 0), (0, 0))),  # stride over the window: rows skipped
+])
+def test_row_prefetching_convs_match_the_reference(target, x_shape, o, kernel, strides, padding):
+    _check_on(conv2d(x_shape, o, kernel, "bias_relu", strides=strides, padding=padding), target)
