@@ -126,6 +126,26 @@ def test_session_threads_match(blob):
             assert a[1] == b[1]
 
 
+def test_plain_and_checked_feeds_give_the_same_run(blob):
+    # a C-contiguous float32 array of the input's shape in a dict goes straight to the runtime;
+    # every other feed (read-only, a view to copy, a mapping that is not a dict) through
+    # the checks: all the same outputs, and new arrays on every run
+    x = np.random.default_rng(1).standard_normal((4, 37)).astype(np.float32)
+    want_y, want_s = _expected(x)
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    strided = np.asfortranarray(x)
+    from types import MappingProxyType
+    with Session(blob) as s:
+        first = s.run(None, {"x": x})
+        for feeds in ({"x": x}, {"x": read_only}, {"x": strided}, MappingProxyType({"x": x})):
+            y, sc = s.run(None, feeds)
+            np.testing.assert_array_equal(y, want_y)
+            assert sc == want_s and y is not first[0]
+        with pytest.raises(RunError, match="unknown input 'z'"):
+            s.run(None, {"z": x})
+
+
 def test_sessions_in_parallel_threads(blob):
     errors = []
 
