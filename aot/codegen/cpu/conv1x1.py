@@ -65,6 +65,14 @@ LANES = 16  # pixels per vector: one AVX-512 register of f32, two AVX2 ones
 # a haswell build of mobilenetv2: 18.7 ms with 6 x 4, which spills, 9.9 ms with 6 x 1)
 MAX_ROWS = 6
 MAX_VECTORS = 4
+# A conv with few output channels over a large input (an image's over ALL_ROWS_MIN_INPUT_BYTES,
+# read from L2 and beyond) takes them all in one tile of one vector of pixels, where the
+# target's accumulators hold that many (AVX-512): each input panel is then read once, not
+# once per block of MAX_ROWS channels. mobilenetv2's 32 -> 16 conv at 112x112 (1.6 MB in),
+# native, in a model run: 0.21 -> 0.14 ms (onnxruntime 0.12). Over inputs that stay near
+# the core, the wider tile's fewer loads per FMA win.
+ALL_ROWS_MAX = 16
+ALL_ROWS_MIN_INPUT_BYTES = 256 << 10
 # the pixels past the last whole vector (pixels % LANES), up to this many, are computed as
 # dot products along the channels (tail dots) instead of in a vector of mostly empty lanes:
 # a 7x7 map is 3 whole vectors and 1 pixel, which as a 4th vector costs a quarter of the
@@ -175,8 +183,11 @@ class Pointwise:
         tail = h * w % LANES
         if not (weight_in_buffer and h * w > LANES and tail <= MAX_TAIL_PIXELS and tail * c <= MAX_TAIL_FLOATS):
             tail = 0
-        rows = min(MAX_ROWS, accumulator_budget(target, LANES))
-        max_vectors = max(1, min(MAX_VECTORS, accumulator_budget(target, LANES) // rows))
+        budget = accumulator_budget(target, LANES)
+        if o <= min(ALL_ROWS_MAX, budget) and c * h * w * 4 > ALL_ROWS_MIN_INPUT_BYTES:
+            return Pointwise(n, c, o, h, w, o, 1, tail)  # every output channel in one tile
+        rows = min(MAX_ROWS, budget)
+        max_vectors = max(1, min(MAX_VECTORS, budget // rows))
         nv = max(1, min(max_vectors, ceil_div(h * w - tail, LANES)))
         return Pointwise(n, c, o, h, w, max(1, min(o, rows)), nv, tail)
 

@@ -241,3 +241,26 @@ def test_weight_prefetching_convs_match_the_reference(monkeypatch, target, x_sha
     assert _tiling(make, target).prefetches_weights
     plan = check(make, feeds_for(make), pieces=3, target=target)
     assert emitters(plan) == [POINTWISE_EMITTER]
+
+
+# -- few output channels over a large input: all of them in one tile -----------------------------
+def test_few_outputs_over_a_large_input_take_one_tile_on_avx512():
+    from aot.codegen.cpu.conv1x1 import ALL_ROWS_MIN_INPUT_BYTES
+
+    avx512, avx2 = CpuTarget.from_name("skylake-avx512"), CpuTarget.from_name("haswell")
+    large = pointwise((1, 32, 112, 112), 16)  # mobilenetv2's 32 -> 16 conv: 1.6 MB in
+    assert 32 * 112 * 112 * 4 > ALL_ROWS_MIN_INPUT_BYTES
+    tile = _tiling(large, avx512)
+    assert (tile.mr, tile.nv, tile.channel_blocks) == (16, 1, 1)
+    assert _tiling(large, avx2).mr == 6  # a 16-lane vector is two AVX2 registers: 16 rows do not fit
+    assert _tiling(pointwise((1, 32, 112, 112), 17), avx512).mr == 6  # more outputs than one tile holds
+    assert _tiling(pointwise((1, 32, 16, 16), 16), avx512).mr == 6  # an input near the core
+
+
+@pytest.mark.parametrize("target", cpus_to_check(), ids=lambda t: t.cpu)
+@pytest.mark.parametrize("epilogue", ["bias_relu6", "residual"])
+def test_one_tile_of_all_outputs_matches_the_reference(target, epilogue):
+    make = pointwise((1, 64, 33, 32), 13, epilogue)  # 270 KB in; 1056 pixels: 66 vectors, no tail
+    assert (_tiling(make, target).mr == 13) == (target.register_lanes >= LANES)
+    plan = check(make, feeds_for(make), pieces=3, target=target)
+    assert emitters(plan) == [POINTWISE_EMITTER]
