@@ -89,9 +89,9 @@ MAX_TAIL_FLOATS = 4096
 MAX_PIXEL_MAJOR_OUTPUT = 2 << 20
 # a weight this large is read from DRAM on every run (the model's weights outgrow the caches
 # between runs), mr rows at a time, each row a strided stream: the items prefetch the next
-# block's rows into L2 (_prefetch_next_rows). mobilenetv2's 7x7 convs --cpu znver3, 160 ->
-# 960 (614 KB): 0.26 -> 0.165 ms in a model run; 320 -> 1280: 0.62 -> 0.51. Small weights
-# stay in cache, and the prefetch would only take a load slot.
+# block's rows into L2 (_prefetch_next_block_weights). mobilenetv2's 7x7 convs --cpu
+# znver3, 160 -> 960 (614 KB): 0.26 -> 0.165 ms in a model run; 320 -> 1280: 0.62 -> 0.51.
+# Small weights stay in cache, and the prefetch would only take a load slot.
 PREFETCH_MIN_WEIGHT_BYTES = 64 << 10
 WEIGHT_PREFETCH_LOCALITY = 2
 I1 = ir.IntType(1)
@@ -353,7 +353,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
             else:
                 xv.append(load_vector(b, x_ptr, offset, LANES, f"{name}.x{j}"))
         if s.prefetches_weights and id(weight) in ctx.params:
-            _prefetch_next_rows(ctx, s, weight, o0, c)
+            _prefetch_next_block_weights(ctx, s, weight, o0, c)
         for r in range(mr):
             a = splat(b, e.value(weight, [channels[r], c, zero, zero]), LANES, f"{name}.a{r}")
             for j in range(vectors):
@@ -377,7 +377,7 @@ def _tile(ctx: KernelContext, epilogue: Epilogue, s: Pointwise, n: ir.Value, o0:
     _store_epilogue(ctx, epilogue, s, slots, n, o0, p0, pixels)
 
 
-def _prefetch_next_rows(ctx: KernelContext, s: Pointwise, weight: Value, o0: ir.Value, c: ir.Value) -> None:
+def _prefetch_next_block_weights(ctx: KernelContext, s: Pointwise, weight: Value, o0: ir.Value, c: ir.Value) -> None:
     """At channel step c, prefetch into L2 weight element [o0 + mr + c % mr, c]: over the
     item's steps, every line of the next channel block's rows (mr rows of C, each its own
     strided stream that the hardware prefetchers lose track of). Past the last block the

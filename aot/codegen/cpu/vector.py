@@ -119,13 +119,12 @@ def store_vector(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, vec: ir.Valu
     b.store(vec, b.bitcast(addr, vec.type.as_pointer()), align=4)
 
 
-def prefetch(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, locality: int, write: bool = False) -> None:
-    """Prefetch the cache line of base[offset], for reading or (`write`) for writing (prefetchw:
-    the line comes owned, so the stores need not ask for it): locality 3 into L1 (prefetcht0
-    on x86), 2 into L2 (prefetcht1). The address may lie outside the buffer (a prefetch never
+def prefetch(b: ir.IRBuilder, base: ir.Value, offset: ir.Value, locality: int) -> None:
+    """Prefetch the cache line of base[offset] for reading: locality 3 into L1 (prefetcht0 on
+    x86), 2 into L2 (prefetcht1). The address may lie outside the buffer (a prefetch never
     faults), so it is not `inbounds`."""
     byte_ptr = ir.IntType(8).as_pointer()
     i32 = ir.IntType(32)
     fn = intrinsic(b.module, "llvm.prefetch.p0", ir.VoidType(), [byte_ptr, i32, i32, i32])
     address = b.bitcast(b.gep(base, [offset]), byte_ptr)
-    b.call(fn, [address, constant(i32, int(write)), constant(i32, locality), constant(i32, 1)])  # rw, locality, data
+    b.call(fn, [address, constant(i32, 0), constant(i32, locality), constant(i32, 1)])  # read, locality, data
