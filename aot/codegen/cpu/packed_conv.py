@@ -46,7 +46,7 @@ from aot.codegen.constants import constant
 from aot.codegen.cpu.body import KernelContext, matched_body, new_helper
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.math import F32, intrinsic
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
 from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.cpu.vector import (accumulator_budget, fma, load_vector, prefetch, registers_per_vector, splat,
@@ -700,17 +700,12 @@ def _prefetch_next_blocks(b: ir.IRBuilder, weights: ir.Value, g: ConvGeometry, a
     per_item = ceil_div(lines, g.oh * g.runs)
     per_channel = ceil_div(per_item, g.group_channels)
     channels = ceil_div(per_item, per_channel)
-    byte_ptr = ir.IntType(8).as_pointer()
-    i32 = ir.IntType(32)
-    prefetch = intrinsic(b.module, "llvm.prefetch.p0", ir.VoidType(), [byte_ptr, i32, i32, i32])
     with b.if_then(b.and_(on, b.icmp_unsigned("<", c, const_i64(channels)))):
         next_blocks = b.mul(b.add(at.ob, const_i64(blocks)), const_i64(g.group_channels * g.kh * g.kw * g.lanes))
         first = b.add(b.mul(at.step, const_i64(per_item)), b.mul(c, const_i64(per_channel)))
         for k in range(per_channel):
             line = b.add(first, const_i64(k))
-            address = b.bitcast(b.gep(weights, [b.add(next_blocks, b.mul(line, const_i64(CACHE_LINE_FLOATS)))]), byte_ptr)
-            # read (0), locality, data cache (1)
-            b.call(prefetch, [address, constant(i32, 0), constant(i32, PREFETCH_LOCALITY), constant(i32, 1)])
+            prefetch(b, weights, b.add(next_blocks, b.mul(line, const_i64(CACHE_LINE_FLOATS))), PREFETCH_LOCALITY)
 
 
 def _taps_unrolled(target: CpuTarget, g: ConvGeometry, blocks: int, pixels: int) -> bool:

@@ -31,10 +31,10 @@ from aot.codegen.cpu.body import KernelContext, matched_body
 from aot.codegen.cpu.vector_epilogue import store_run
 from aot.codegen.fused_epilogue import Epilogue, packed_epilogue
 from aot.codegen.loops import branch, const_i64, delinearize, for_range
-from aot.codegen.math import F32, intrinsic
+from aot.codegen.math import F32
 from aot.codegen.cpu.target import CpuTarget
-from aot.codegen.cpu.vector import (accumulator_budget, fma, load_vector, max_rows, registers_per_vector, splat,
-                                   store_vector, vector_of)
+from aot.codegen.cpu.vector import (accumulator_budget, fma, load_vector, max_rows, prefetch, registers_per_vector,
+                                   splat, store_vector, vector_of)
 from aot.ir.graph import Node
 from aot.ir.types import DType
 from aot.ir.ops import Packing
@@ -224,14 +224,9 @@ def _prefetch_next_unit(b: ir.IRBuilder, weights: ir.Value, offsets: list[ir.Val
     """Prefetch the vectors one unit (ncb panels) past `offsets`: the same k of the panels
     the next unit's tiles read. Past the last unit it names memory beyond the weight,
     which a prefetch may (it never faults), so the address is not `inbounds`."""
-    byte_ptr = ir.IntType(8).as_pointer()
-    i32 = ir.IntType(32)
-    prefetch = intrinsic(b.module, "llvm.prefetch.p0", ir.VoidType(), [byte_ptr, i32, i32, i32])
     ahead = const_i64(t.ncb * t.depth * t.lanes)
     for offset in offsets:
-        address = b.bitcast(b.gep(weights, [b.add(offset, ahead)]), byte_ptr)
-        # read (0), locality, data cache (1)
-        b.call(prefetch, [address, constant(i32, 0), constant(i32, PREFETCH_LOCALITY), constant(i32, 1)])
+        prefetch(b, weights, b.add(offset, ahead), PREFETCH_LOCALITY)
 
 
 def _stores_plainly(kernel: Kernel, epilogue: Epilogue) -> bool:
