@@ -600,14 +600,11 @@ class Session:
 
 def _address(a: np.ndarray) -> int:
     """The address of `a`'s first element: through the buffer protocol where the array is
-    writable and not empty (0.3 us; `a.ctypes.data` builds a ctypes helper object, 1 us,
-    twice per run of a one-input model), else (or for a dtype the buffer protocol has no
-    format for, such as bfloat16) through `a.ctypes`."""
-    if a.flags.writeable and a.nbytes:
-        try:
-            return ctypes.addressof(ctypes.c_byte.from_buffer(a))
-        except (TypeError, ValueError):
-            pass
+    writable, not empty and of a numpy built-in dtype (0.3 us; `a.ctypes.data` builds a ctypes
+    helper object, 1 us, twice per run of a one-input model), else through `a.ctypes`: the
+    buffer protocol has no format for a user dtype such as ml_dtypes' bfloat16."""
+    if a.flags.writeable and a.nbytes and a.dtype.isbuiltin == 1:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(a))
     return a.ctypes.data
 
 
